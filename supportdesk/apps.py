@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class SupportDeskConfig(AppConfig):
+    name = "supportdesk"
+    verbose_name = "SupportDesk"

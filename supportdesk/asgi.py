@@ -1,0 +1,22 @@
+"""ASGI entry point: HTTP through Django, websockets through Channels with an origin check."""
+
+from __future__ import annotations
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "supportdesk.settings")
+django_asgi_app = get_asgi_application()
+
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402  (needs Django set up)
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+
+from supportdesk.routing import websocket_urlpatterns  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        "http": django_asgi_app,
+        "websocket": AllowedHostsOriginValidator(URLRouter(websocket_urlpatterns)),
+    }
+)

@@ -1,0 +1,90 @@
+"""The customer websocket: ``/ws/conversations/<id>/?token=...[&last_seq=N]``.
+
+Frames in: ``{"type": "message", "text": "..."}``.
+Frames out: stored turn events ``{"type", "seq", "turn", "payload"}`` and, for
+bad input, ``{"type": "error", "seq": null, "payload": {"code", "message"}}``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from sgr.strings import ui_string
+from supportdesk.events import conversation_events_after, conversation_group
+from supportdesk.models import Conversation
+from supportdesk.selectors import conversation_get_authorized
+from supportdesk.services import MessageRejected, message_receive
+
+CLOSE_UNAUTHORIZED = 4403
+
+
+class ConversationConsumer(AsyncJsonWebsocketConsumer):
+    conversation: Conversation
+    group: str
+    last_sent_seq: int
+
+    async def connect(self) -> None:
+        query = parse_qs(self.scope.get("query_string", b"").decode())
+        token = (query.get("token") or [""])[0]
+        public_id = self.scope["url_route"]["kwargs"]["public_id"]
+        conversation = await database_sync_to_async(conversation_get_authorized)(public_id=public_id, token=token)
+        if conversation is None:
+            await self.close(code=CLOSE_UNAUTHORIZED)
+            return
+        self.conversation = conversation
+        self.group = conversation_group(conversation.public_id)
+        try:
+            self.last_sent_seq = max(0, int((query.get("last_seq") or ["0"])[0]))
+        except ValueError:
+            self.last_sent_seq = 0
+        # Join first, then replay: a live event that races the replay is dropped by seq below.
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+        missed = await database_sync_to_async(conversation_events_after)(
+            conversation=conversation, after_seq=self.last_sent_seq
+        )
+        for event in missed:
+            await self._send_frame(event.as_frame())
+
+    async def disconnect(self, code: int) -> None:
+        if hasattr(self, "group"):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        # Parse by hand so malformed JSON gets an error frame instead of a dropped socket.
+        try:
+            content = json.loads(text_data or "")
+        except (TypeError, ValueError):
+            await self._send_error("bad_frame", ui_string("error_bad_frame", self.conversation.language))
+            return
+        await self.receive_json(content)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        if not isinstance(content, dict) or content.get("type") != "message":
+            await self._send_error("bad_frame", ui_string("error_bad_frame", self.conversation.language))
+            return
+        try:
+            turn = await database_sync_to_async(message_receive)(
+                conversation=self.conversation, text=content.get("text")
+            )
+        except MessageRejected as exc:
+            await self._send_error(exc.code, exc.text)
+            return
+        await self.send_json({"type": "accepted", "seq": None, "turn": turn.pk, "payload": {}})
+
+    async def turn_event(self, message: dict[str, Any]) -> None:
+        await self._send_frame(message["frame"])
+
+    async def _send_frame(self, frame: dict[str, Any]) -> None:
+        if frame["seq"] <= self.last_sent_seq:
+            return  # already delivered by the replay
+        self.last_sent_seq = frame["seq"]
+        await self.send_json(frame)
+
+    async def _send_error(self, code: str, message: str) -> None:
+        await self.send_json({"type": "error", "seq": None, "turn": None, "payload": {"code": code, "message": message}})

@@ -1,0 +1,33 @@
+"""Create (once) the demo staff account and print its credentials; load the demo KB."""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+
+DEMO_USERNAME = "staff"
+
+
+class Command(BaseCommand):
+    help = "Create the demo staff account (credentials kept in .data/demo-staff.txt) and load the demo KB."
+
+    def handle(self, *args: object, **options: object) -> None:
+        credentials = Path(settings.BASE_DIR) / ".data" / "demo-staff.txt"
+        user_model = get_user_model()
+        if credentials.exists() and user_model.objects.filter(username=DEMO_USERNAME).exists():
+            password = credentials.read_text().strip()
+        else:
+            password = secrets.token_urlsafe(12)
+            user, _ = user_model.objects.get_or_create(username=DEMO_USERNAME)
+            user.is_staff = True
+            user.is_superuser = True
+            user.set_password(password)
+            user.save()
+            credentials.parent.mkdir(parents=True, exist_ok=True)
+            credentials.write_text(password + "\n")
+            credentials.chmod(0o600)
+        self.stdout.write(f"[supportdesk] demo staff account: {DEMO_USERNAME} / {password}")

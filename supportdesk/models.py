@@ -1,0 +1,130 @@
+"""The conversation domain: conversations, messages, turns and their events."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import uuid
+
+from django.db import models
+
+
+def token_hash(token: str) -> str:
+    """Conversation access tokens are stored as SHA-256 digests, never in clear."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def new_access_token() -> str:
+    return secrets.token_urlsafe(32)
+
+
+class Conversation(models.Model):
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    access_token_hash = models.CharField(max_length=64, editable=False)
+    language = models.CharField(max_length=8, default="en")
+    # Per-conversation event sequence; TurnEvent.seq is allocated from it under a row lock.
+    last_event_seq = models.PositiveBigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return str(self.public_id)
+
+    def token_matches(self, token: str) -> bool:
+        return secrets.compare_digest(self.access_token_hash, token_hash(token))
+
+
+class Message(models.Model):
+    class Role(models.TextChoices):
+        USER = "user"
+        ASSISTANT = "assistant"
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="messages")
+    role = models.CharField(max_length=16, choices=Role.choices)
+    text = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.role}: {self.text[:60]}"
+
+
+class Turn(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        GUARDING = "guarding"
+        PLANNING = "planning"
+        ANSWERING = "answering"
+        DONE = "done"
+        BLOCKED = "blocked"
+        CLARIFYING = "clarifying"
+        FAILED = "failed"
+
+    TERMINAL = {Status.DONE, Status.BLOCKED, Status.CLARIFYING, Status.FAILED}
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="turns")
+    user_message = models.OneToOneField(Message, on_delete=models.CASCADE, related_name="turn")
+    answer_message = models.OneToOneField(
+        Message, on_delete=models.SET_NULL, null=True, blank=True, related_name="answered_turn"
+    )
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    # Stage outputs, kept beside each other so a retried stage can see what is already done.
+    guard_result = models.JSONField(null=True, blank=True)
+    plan_result = models.JSONField(null=True, blank=True)
+    ui_response = models.TextField(blank=True, default="")
+    answer_text = models.TextField(blank=True, default="")
+    error_code = models.CharField(max_length=64, blank=True, default="")
+    error_detail = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"turn {self.pk} ({self.status})"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in self.TERMINAL
+
+
+class TurnEvent(models.Model):
+    class Type(models.TextChoices):
+        STATUS = "status"
+        PLAN = "plan"
+        TOKEN = "token"
+        CITATION = "citation"
+        ANSWER = "answer"
+        ERROR = "error"
+        DONE = "done"
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="events")
+    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveBigIntegerField()
+    type = models.CharField(max_length=16, choices=Type.choices)
+    payload = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["conversation", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "seq"], name="turnevent_unique_seq"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.seq} {self.type}"
+
+    def as_frame(self) -> dict:
+        """The JSON frame sent to websocket clients."""
+        return {
+            "type": self.type,
+            "seq": self.seq,
+            "turn": self.turn_id,
+            "payload": self.payload,
+        }

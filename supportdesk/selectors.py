@@ -1,0 +1,40 @@
+"""Reads of the conversation domain."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from supportdesk.models import Conversation, Turn
+
+
+def conversation_get_authorized(*, public_id: Any, token: str) -> Conversation | None:
+    """The conversation if ``token`` is its access token, else ``None`` (unknown id or wrong token)."""
+    conversation = Conversation.objects.filter(public_id=public_id).first()
+    if conversation is None or not token or not conversation.token_matches(token):
+        return None
+    return conversation
+
+
+def turn_get_for_stage(*, turn_id: int) -> Turn | None:
+    return Turn.objects.select_related("conversation", "user_message").filter(pk=turn_id).first()
+
+
+def context_history(*, turn: Turn) -> list[dict[str, str]]:
+    """The model's view of earlier turns: each user message, its synthetic message, its answer.
+
+    Tool traces are never part of it (DT-003/DT-004).
+    """
+    messages: list[dict[str, str]] = []
+    earlier = (
+        Turn.objects.filter(conversation_id=turn.conversation_id, created_at__lt=turn.created_at)
+        .select_related("user_message", "answer_message")
+        .order_by("created_at", "id")
+    )
+    for past in earlier:
+        messages.append({"role": "user", "content": past.user_message.text})
+        synthetic = (past.plan_result or {}).get("context_synthetic")
+        if synthetic:
+            messages.append({"role": "assistant", "content": synthetic})
+        if past.answer_message is not None:
+            messages.append({"role": "assistant", "content": past.answer_message.text})
+    return messages

@@ -1,0 +1,102 @@
+"""Conversation-domain services: the only code that writes conversations and turns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import transaction
+
+from sgr.strings import supported_language, ui_string
+from supportdesk.events import turn_event_emit
+from supportdesk.models import Conversation, Message, Turn, new_access_token, token_hash
+
+
+class MessageRejected(ValueError):
+    """A customer message that cannot be accepted; ``text`` is localized for the customer."""
+
+    def __init__(self, code: str, text: str) -> None:
+        super().__init__(text)
+        self.code = code
+        self.text = text
+
+
+@dataclass(frozen=True)
+class NewConversation:
+    conversation: Conversation
+    access_token: str  # returned once, stored only as a hash
+
+
+def conversation_create(*, language: str = "en") -> NewConversation:
+    token = new_access_token()
+    conversation = Conversation.objects.create(
+        access_token_hash=token_hash(token), language=supported_language(language)
+    )
+    return NewConversation(conversation=conversation, access_token=token)
+
+
+def message_validate(*, text: object, language: str) -> str:
+    """Return the cleaned message text or raise :class:`MessageRejected`."""
+    if not isinstance(text, str) or not text.strip():
+        raise MessageRejected("message_empty", ui_string("error_message_empty", language))
+    cleaned = text.strip()
+    if len(cleaned) > settings.MESSAGE_MAX_CHARS:
+        raise MessageRejected(
+            "message_too_long",
+            ui_string("error_message_too_long", language, max=settings.MESSAGE_MAX_CHARS),
+        )
+    return cleaned
+
+
+def message_receive(*, conversation: Conversation, text: object) -> Turn:
+    """Save the customer's message and its turn atomically, then start the pipeline.
+
+    The message is committed before anything can fail downstream; the Celery chain
+    is enqueued only after the commit, so workers always find the rows.
+    """
+    cleaned = message_validate(text=text, language=conversation.language)
+    with transaction.atomic():
+        message = Message.objects.create(conversation=conversation, role=Message.Role.USER, text=cleaned)
+        turn = Turn.objects.create(conversation=conversation, user_message=message)
+        turn_event_emit(turn=turn, type="status", payload={"status": turn.status})
+        transaction.on_commit(lambda: _enqueue_turn(turn.pk))
+    return turn
+
+
+def _enqueue_turn(turn_id: int) -> None:
+    from supportdesk.tasks import turn_pipeline  # tasks import services; avoid the cycle
+
+    turn_pipeline(turn_id).apply_async()
+
+
+def turn_status_set(*, turn: Turn, status: str) -> None:
+    """Move a turn to ``status`` and tell the customer."""
+    with transaction.atomic():
+        turn.status = status
+        turn.save(update_fields=["status", "updated_at"])
+        turn_event_emit(turn=turn, type="status", payload={"status": status})
+
+
+def turn_fail(*, turn: Turn, stage: str, code: str, detail: str = "") -> None:
+    """End a turn as failed with a localized error event; the customer's message stays saved."""
+    language = turn.conversation.language
+    message_key = "error_llm_unavailable" if code == "llm_unavailable" else "error_internal"
+    with transaction.atomic():
+        turn.status = Turn.Status.FAILED
+        turn.error_code = code
+        turn.error_detail = detail[:2000]
+        turn.save(update_fields=["status", "error_code", "error_detail", "updated_at"])
+        turn_event_emit(
+            turn=turn,
+            type="error",
+            payload={"code": code, "stage": stage, "message": ui_string(message_key, language)},
+        )
+        turn_event_emit(turn=turn, type="done", payload={"status": turn.status})
+
+
+def turn_finish(*, turn: Turn, status: str) -> None:
+    """Close a turn with a terminal status and the final ``done`` event."""
+    with transaction.atomic():
+        turn.status = status
+        turn.save(update_fields=["status", "updated_at"])
+        turn_event_emit(turn=turn, type="done", payload={"status": status})

@@ -1,0 +1,158 @@
+"""SupportDesk settings: everything a user may turn comes from the environment.
+
+Every variable read here is documented in the README's configuration table.
+The run and test commands (``./sd run``, ``./sd test``) export DATABASE_URL,
+REDIS_URL and LLM_BASE_URL for the local services they start; production sets
+the same variables to managed services.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+
+DEBUG = env.bool("DEBUG", default=False)
+SECRET_KEY = env.str("SECRET_KEY", default="dev-insecure-change-me")
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "supportdesk.apps.SupportDeskConfig",
+    "sgr",
+    "guard",
+    "retrieval",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.locale.LocaleMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "supportdesk.urls"
+ASGI_APPLICATION = "supportdesk.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": env.db_url("DATABASE_URL", default="postgres://postgres@127.0.0.1:54329/supportdesk"),
+}
+DATABASES["default"].setdefault("CONN_MAX_AGE", 0)
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+LANGUAGE_CODE = "en"
+LANGUAGES = [("en", "English"), ("ru", "Russian")]
+# The language a conversation falls back to when the customer's is not supported.
+DEFAULT_LANGUAGE = env.str("DEFAULT_LANGUAGE", default="en")
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "/static/"
+# Only needed for collectstatic in production; the run command serves from the apps.
+STATIC_ROOT = env.str("STATIC_ROOT", default="") or None
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+# Serve static files straight from the app directories (no collectstatic needed
+# for the run command); production may run collectstatic and turn this off.
+WHITENOISE_USE_FINDERS = env.bool("WHITENOISE_USE_FINDERS", default=True)
+
+# --- Redis: Celery broker and the Channels layer --------------------------------
+REDIS_URL = env.str("REDIS_URL", default="redis://127.0.0.1:63799/0")
+
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 60},
+    },
+}
+
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL)
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_DEFAULT_QUEUE = "sgr"
+CELERY_TASK_ROUTES = {
+    "supportdesk.turn.guard": {"queue": "guard"},
+    "supportdesk.turn.sgr": {"queue": "sgr"},
+    "supportdesk.turn.answer": {"queue": "answer"},
+    "retrieval.*": {"queue": "ingest"},
+}
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Hard and soft limits per stage task, seconds.
+CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=300)
+CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=240)
+
+# --- LLM (any OpenAI-compatible endpoint) ------------------------------------------
+LLM_BASE_URL = env.str("LLM_BASE_URL", default="")
+LLM_API_KEY = env.str("LLM_API_KEY", default="not-needed")
+LLM_MODEL = env.str("LLM_MODEL", default="smollm2-135m-instruct")
+LLM_TIMEOUT = env.float("LLM_TIMEOUT", default=60.0)
+LLM_MAX_RETRIES = env.int("LLM_MAX_RETRIES", default=1)
+LLM_TEMPERATURE = env.float("LLM_TEMPERATURE", default=0.2)
+LLM_MAX_TOKENS = env.int("LLM_MAX_TOKENS", default=512)
+
+# --- SGR ----------------------------------------------------------------------------
+# `tools`: the forced analyse_user_request function call; `json_schema`: the plan
+# as a response_format (better for small local models).
+SGR_TRANSPORT = env.str("SGR_TRANSPORT", default="tools")
+SGR_BLOCK_THRESHOLD = env.float("SGR_BLOCK_THRESHOLD", default=0.7)
+SGR_CLARIFY_THRESHOLD = env.float("SGR_CLARIFY_THRESHOLD", default=0.6)
+
+# --- Guardian -------------------------------------------------------------------------
+GUARD_PROVIDER = env.str("GUARD_PROVIDER", default="off")
+GUARD_MODE = env.str("GUARD_MODE", default="enforce")
+
+# --- Messages -------------------------------------------------------------------------
+MESSAGE_MAX_CHARS = env.int("MESSAGE_MAX_CHARS", default=4000)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    "loggers": {
+        "httpx": {"level": "WARNING"},
+        "openai": {"level": "WARNING"},
+    },
+}
+
+# --- Stage retries (transient LLM failures) -----------------------------------------
+STAGE_MAX_RETRIES = env.int("STAGE_MAX_RETRIES", default=2)
+STAGE_RETRY_BACKOFF = env.float("STAGE_RETRY_BACKOFF", default=2.0)

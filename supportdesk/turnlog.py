@@ -1,0 +1,42 @@
+"""One structured log line per stage of a turn."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+logger = logging.getLogger("supportdesk.turn")
+
+
+@dataclass
+class StageLog:
+    turn_id: int
+    stage: str
+    outcome: str = "unknown"
+    tokens: dict[str, int] = field(default_factory=dict)
+    started: float = field(default_factory=time.monotonic)
+
+
+@contextmanager
+def stage_logged(turn_id: int, stage: str) -> Iterator[StageLog]:
+    """Log ``{"turn_id", "stage", "outcome", "latency_ms", "tokens"}`` when the stage ends."""
+    record = StageLog(turn_id=turn_id, stage=stage)
+    try:
+        yield record
+    except Exception:
+        record.outcome = "exception"
+        raise
+    finally:
+        line = {
+            "event": "turn_stage",
+            "turn_id": record.turn_id,
+            "stage": record.stage,
+            "outcome": record.outcome,
+            "latency_ms": round((time.monotonic() - record.started) * 1000, 1),
+            "tokens": record.tokens,
+        }
+        logger.info(json.dumps(line, ensure_ascii=False))

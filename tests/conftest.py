@@ -1,0 +1,171 @@
+"""Shared fixtures: the scripted LLM, a real Celery worker process, websocket helpers.
+
+The test command (``./sd test``) starts a real PostgreSQL+pgvector and Redis and
+exports DATABASE_URL and REDIS_URL; pytest-django creates ``test_<name>`` in it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from channels.testing import WebsocketCommunicator
+from django.conf import settings
+
+from tests.llm_stub import ScriptedLLM
+
+ROOT = Path(__file__).resolve().parent.parent
+ORIGIN = (b"origin", b"http://localhost")
+
+
+@pytest.fixture(scope="session")
+def llm_server() -> Iterator[ScriptedLLM]:
+    server = ScriptedLLM()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def llm(llm_server: ScriptedLLM, settings: Any) -> Iterator[ScriptedLLM]:
+    """The scripted LLM, reset for this test, and the in-process settings pointed at it."""
+    llm_server.reset()
+    settings.LLM_BASE_URL = llm_server.base_url
+    yield llm_server
+    llm_server.reset()
+
+
+def _database_url() -> str:
+    db = settings.DATABASES["default"]
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
+    return f"postgres://{auth}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+
+
+@pytest.fixture(scope="session")
+def celery_worker(django_db_setup: None, llm_server: ScriptedLLM, tmp_path_factory: pytest.TempPathFactory) -> Iterator[subprocess.Popen]:
+    """A real Celery worker process on all stage queues, against the test database."""
+    from supportdesk.celery import app
+
+    log_path = tmp_path_factory.mktemp("worker") / "celery.log"
+    env = {
+        **os.environ,
+        "DATABASE_URL": _database_url(),
+        "LLM_BASE_URL": llm_server.base_url,
+        "LLM_TIMEOUT": "10",
+        "STAGE_RETRY_BACKOFF": "0.1",
+        "DJANGO_SETTINGS_MODULE": "supportdesk.settings",
+    }
+    app.control.purge()
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "supportdesk", "worker", "-Q", "guard,sgr,answer,ingest",
+             "-c", "2", "--loglevel", "INFO", "-n", f"test-{os.getpid()}@%h"],
+            env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    deadline = time.monotonic() + 60
+    while not app.control.ping(timeout=0.5):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError(f"Celery worker did not start:\n{log_path.read_text()[-3000:]}")
+    proc.log_path = log_path  # type: ignore[attr-defined]
+    yield proc
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def wait_for_turn(turn_id: int, timeout: float = 30.0) -> Any:
+    """Poll the database until the turn reaches a terminal status; return it."""
+    from supportdesk.models import Turn
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        turn = Turn.objects.get(pk=turn_id)
+        if turn.is_finished:
+            return turn
+        time.sleep(0.1)
+    raise AssertionError(f"turn {turn_id} did not finish within {timeout}s (status {turn.status})")
+
+
+class _LoopThread:
+    """One event loop in a background thread: a communicator must live on a single loop."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, name="ws-test-loop", daemon=True).start()
+
+    def run(self, coro: Any, timeout: float = 60) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=timeout)
+
+
+_loop_thread: _LoopThread | None = None
+
+
+def _loop() -> _LoopThread:
+    global _loop_thread
+    if _loop_thread is None:
+        _loop_thread = _LoopThread()
+    return _loop_thread
+
+
+class WsClient:
+    """A synchronous facade over Channels' WebsocketCommunicator for sync tests."""
+
+    def __init__(self, path: str, origin: bytes = ORIGIN[1]) -> None:
+        from supportdesk.asgi import application
+
+        self.comm = WebsocketCommunicator(application, path, headers=[(b"origin", origin)])
+
+    def connect(self) -> tuple[bool, int | None]:
+        connected, code = _loop().run(self.comm.connect(timeout=10))
+        return connected, code
+
+    def send_json(self, data: Any) -> None:
+        _loop().run(self.comm.send_json_to(data))
+
+    def send_text(self, text: str) -> None:
+        _loop().run(self.comm.send_to(text_data=text))
+
+    def receive(self, timeout: float = 10) -> dict[str, Any]:
+        return _loop().run(self.comm.receive_json_from(timeout=timeout), timeout=timeout + 5)
+
+    def receive_until(self, predicate: Any, timeout: float = 30) -> list[dict[str, Any]]:
+        """Frames received until (and including) the first that matches ``predicate``."""
+        frames: list[dict[str, Any]] = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            frame = self.receive(timeout=max(0.1, deadline - time.monotonic()))
+            frames.append(frame)
+            if predicate(frame):
+                return frames
+        raise AssertionError(f"no matching frame within {timeout}s; got {frames}")
+
+    def close(self) -> None:
+        _loop().run(self.comm.disconnect())
+
+
+@pytest.fixture
+def ws_client() -> Iterator[Any]:
+    clients: list[WsClient] = []
+
+    def make(path: str, origin: bytes = ORIGIN[1]) -> WsClient:
+        client = WsClient(path, origin)
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        try:
+            client.close()
+        except Exception:  # already closed by the server
+            pass

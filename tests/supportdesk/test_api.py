@@ -1,0 +1,84 @@
+"""The skeleton's REST surface: conversations, messages, turns, OpenAPI docs."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from supportdesk.models import Message, Turn
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def no_enqueue(monkeypatch):
+    """Record enqueued turns instead of sending them to the broker (no worker in these tests)."""
+    enqueued: list[int] = []
+    monkeypatch.setattr("supportdesk.services._enqueue_turn", enqueued.append)
+    return enqueued
+
+
+def _create(client: Client, language: str = "en") -> dict:
+    resp = client.post("/api/conversations", {"language": language}, content_type="application/json")
+    assert resp.status_code == 201
+    return resp.json()
+
+
+def test_docs_and_openapi_schema_are_served(client):
+    assert client.get("/api/docs").status_code == 200
+    schema = client.get("/api/openapi.json").json()
+    assert "/api/conversations" in schema["paths"]
+
+
+def test_demo_page_is_served_in_both_languages(client):
+    assert "Send" in client.get("/").content.decode()
+    assert "Отправить" in client.get("/?lang=ru").content.decode()
+
+
+def test_create_conversation_returns_a_token_that_is_stored_hashed(client):
+    body = _create(client, "ru")
+    from supportdesk.models import Conversation
+
+    conversation = Conversation.objects.get(public_id=body["id"])
+    assert body["language"] == "ru"
+    assert body["token"] not in conversation.access_token_hash
+    assert conversation.token_matches(body["token"])
+
+
+def test_post_message_saves_message_and_turn_and_enqueues_once(client, django_capture_on_commit_callbacks, no_enqueue):
+    body = _create(client)
+    with django_capture_on_commit_callbacks(execute=True):
+        resp = client.post(
+            f"/api/conversations/{body['id']}/messages", {"text": "  Hello  "},
+            content_type="application/json", headers={"X-Conversation-Token": body["token"]},
+        )
+    assert resp.status_code == 202
+    turn = Turn.objects.get(pk=resp.json()["id"])
+    assert turn.status == "queued" and turn.user_message.text == "Hello"
+    assert no_enqueue == [turn.pk]
+
+
+@pytest.mark.parametrize(("text", "fragment"), [("", "empty"), ("x" * 4001, "too long")])
+def test_post_message_rejects_empty_and_oversized(client, no_enqueue, text, fragment):
+    body = _create(client)
+    resp = client.post(
+        f"/api/conversations/{body['id']}/messages", {"text": text},
+        content_type="application/json", headers={"X-Conversation-Token": body["token"]},
+    )
+    assert resp.status_code == 422
+    assert fragment in resp.json()["detail"]
+    assert not Message.objects.exists() and no_enqueue == []
+
+
+def test_credentials_are_checked(client, no_enqueue):
+    body = _create(client)
+    other = _create(client)
+    url = f"/api/conversations/{body['id']}/messages"
+    assert client.post(url, {"text": "hi"}, content_type="application/json").status_code == 401
+    resp = client.post(url, {"text": "hi"}, content_type="application/json",
+                       headers={"X-Conversation-Token": other["token"]})
+    assert resp.status_code == 403
+    unknown = "/api/conversations/00000000-0000-0000-0000-000000000000/turns/1"
+    assert client.get(unknown, headers={"X-Conversation-Token": body["token"]}).status_code == 403
+    missing_turn = f"/api/conversations/{body['id']}/turns/999999"
+    assert client.get(missing_turn, headers={"X-Conversation-Token": body["token"]}).status_code == 404
