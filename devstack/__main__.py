@@ -5,6 +5,8 @@ run  - starts PostgreSQL+pgvector, Redis, llama-server (unless LLM_BASE_URL is s
        runs a Celery worker and the ASGI server until Ctrl-C / SIGTERM.
 test - starts a throw-away PostgreSQL and Redis on free ports and runs pytest
        against them; the tests start their own Celery worker.
+bench SCRIPT [ARGS] - the same throw-away services, migrated, then runs a
+       benchmark script (``python SCRIPT ARGS``) that prints its numbers.
 """
 
 from __future__ import annotations
@@ -115,19 +117,34 @@ def run() -> int:
 
 
 def test(pytest_args: list[str]) -> int:
+    return _with_throwaway_services("test", [sys.executable, "-m", "pytest", *pytest_args], migrate=False)
+
+
+def bench(argv: list[str]) -> int:
+    if not argv:
+        print("usage: ./sd bench SCRIPT [ARGS]")
+        return 2
+    return _with_throwaway_services("bench", [sys.executable, *argv], migrate=True)
+
+
+def _with_throwaway_services(name: str, command: list[str], *, migrate: bool) -> int:
+    """Run ``command`` against a fresh PostgreSQL+pgvector and Redis on free ports."""
     signal.signal(signal.SIGTERM, _on_signal)
-    root = DATA / "test"
+    root = DATA / name
     shutil.rmtree(root, ignore_errors=True)
     group = ProcessGroup(log_dir=root / "logs")
     env = dict(os.environ)
     try:
         env["DATABASE_URL"] = postgres_start(group, data_dir=root / "postgres", port=free_port(), database="supportdesk")
         env["REDIS_URL"] = redis_start(group, data_dir=root / "redis", port=free_port())
-        say(f"test services: {env['DATABASE_URL']}  {env['REDIS_URL']}")
-        return subprocess.run([sys.executable, "-m", "pytest", *pytest_args], env=env, cwd=ROOT).returncode
+        say(f"{name} services: {env['DATABASE_URL']}  {env['REDIS_URL']}")
+        env.setdefault("DJANGO_SETTINGS_MODULE", "supportdesk.settings")
+        if migrate:
+            _manage("migrate", "--noinput", "-v", "0", env=env)
+        return subprocess.run(command, env=env, cwd=ROOT).returncode
     except Stop:
         return 130
-    except StackError as exc:
+    except (StackError, subprocess.CalledProcessError) as exc:
         say(f"error: {exc}")
         return 1
     finally:
@@ -135,10 +152,11 @@ def test(pytest_args: list[str]) -> int:
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in ("run", "test"):
+    commands = {"run": lambda: run(), "test": lambda: test(argv[1:]), "bench": lambda: bench(argv[1:])}
+    if not argv or argv[0] not in commands:
         print(__doc__)
         return 2
-    return run() if argv[0] == "run" else test(argv[1:])
+    return commands[argv[0]]()
 
 
 if __name__ == "__main__":

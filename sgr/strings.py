@@ -35,6 +35,10 @@ BUILTIN_STRINGS: dict[str, dict[str, str]] = {
         "en": "The assistant is temporarily unavailable. Your message is saved; please try again shortly.",
         "ru": "Ассистент временно недоступен. Ваше сообщение сохранено, попробуйте чуть позже.",
     },
+    "guard_unavailable": {
+        "en": "Our safety check is temporarily unavailable. Your message is saved; please try again shortly.",
+        "ru": "Проверка безопасности временно недоступна. Ваше сообщение сохранено, попробуйте чуть позже.",
+    },
     "error_internal": {
         "en": "Something went wrong while answering. Your message is saved.",
         "ru": "При ответе произошла ошибка. Ваше сообщение сохранено.",

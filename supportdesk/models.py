@@ -102,6 +102,7 @@ class TurnEvent(models.Model):
         CITATION = "citation"
         ANSWER = "answer"
         ERROR = "error"
+        RETRACT = "retract"
         DONE = "done"
 
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="events")

@@ -127,16 +127,18 @@ LLM_MAX_RETRIES = env.int("LLM_MAX_RETRIES", default=1)
 LLM_TEMPERATURE = env.float("LLM_TEMPERATURE", default=0.2)
 LLM_MAX_TOKENS = env.int("LLM_MAX_TOKENS", default=512)
 
-# --- SGR ----------------------------------------------------------------------------
+# --- SGR (sgr/) -----------------------------------------------------------------------
 # `tools`: the forced analyse_user_request function call; `json_schema`: the plan
 # as a response_format (better for small local models).
 SGR_TRANSPORT = env.str("SGR_TRANSPORT", default="tools")
 SGR_BLOCK_THRESHOLD = env.float("SGR_BLOCK_THRESHOLD", default=0.7)
 SGR_CLARIFY_THRESHOLD = env.float("SGR_CLARIFY_THRESHOLD", default=0.6)
 
-# --- Guardian -------------------------------------------------------------------------
+# --- Guardian (guard/) -----------------------------------------------------------------
 GUARD_PROVIDER = env.str("GUARD_PROVIDER", default="off")
 GUARD_MODE = env.str("GUARD_MODE", default="enforce")
+
+# --- Retrieval (retrieval/) ------------------------------------------------------------
 
 # --- Messages -------------------------------------------------------------------------
 MESSAGE_MAX_CHARS = env.int("MESSAGE_MAX_CHARS", default=4000)

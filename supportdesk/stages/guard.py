@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 
 from guard.screening import message_screen
-from sgr.strings import ui_string
+from sgr.render import guardian_block_render
 from supportdesk.events import turn_event_emit
 from supportdesk.models import Turn
 from supportdesk.services import turn_finish, turn_status_set
@@ -25,8 +25,10 @@ def guard_stage_run(*, turn: Turn) -> None:
         if verdict.level == "Unsafe" and settings.GUARD_MODE == "enforce":
             # DT-001: stop before SGR; the model never sees the message.
             log.outcome = "blocked"
-            turn.ui_response = ui_string("sgr_guardian_response", turn.conversation.language)
-            turn.save(update_fields=["ui_response", "updated_at"])
+            outputs = guardian_block_render(verdict=verdict, language=turn.conversation.language)
+            turn.ui_response = outputs.ui_response
+            turn.plan_result = {"final_action": "guardian_block", "context_synthetic": outputs.context_synthetic}
+            turn.save(update_fields=["ui_response", "plan_result", "updated_at"])
             turn_event_emit(turn=turn, type="plan", payload={"action": "guardian_block", "text": turn.ui_response})
             turn_finish(turn=turn, status=Turn.Status.BLOCKED)
             return
