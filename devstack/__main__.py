@@ -139,6 +139,7 @@ def _with_throwaway_services(name: str, command: list[str], *, migrate: bool) ->
         env["REDIS_URL"] = redis_start(group, data_dir=root / "redis", port=free_port())
         say(f"{name} services: {env['DATABASE_URL']}  {env['REDIS_URL']}")
         env.setdefault("DJANGO_SETTINGS_MODULE", "supportdesk.settings")
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
         if migrate:
             _manage("migrate", "--noinput", "-v", "0", env=env)
         return subprocess.run(command, env=env, cwd=ROOT).returncode
