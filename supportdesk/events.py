@@ -11,7 +11,6 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
-from django.db.models import F
 
 from supportdesk.models import Conversation, Turn, TurnEvent
 
@@ -24,13 +23,16 @@ def conversation_group(public_id: Any) -> str:
 def turn_event_emit(*, turn: Turn, type: str, payload: dict[str, Any] | None = None) -> TurnEvent:
     """Store one event with the next sequence number and broadcast it after commit."""
     with transaction.atomic():
-        # The UPDATE takes the conversation row lock, so concurrent emitters get distinct seqs.
-        Conversation.objects.filter(pk=turn.conversation_id).update(last_event_seq=F("last_event_seq") + 1)
-        seq = Conversation.objects.values_list("last_event_seq", flat=True).get(pk=turn.conversation_id)
-        event = TurnEvent.objects.create(
-            conversation_id=turn.conversation_id, turn=turn, seq=seq, type=type, payload=payload or {}
+        # The row lock serializes emitters of one conversation, so seqs are distinct and gap-free.
+        conversation = (
+            Conversation.objects.select_for_update().only("public_id", "last_event_seq").get(pk=turn.conversation_id)
         )
-        public_id = Conversation.objects.values_list("public_id", flat=True).get(pk=turn.conversation_id)
+        conversation.last_event_seq += 1
+        Conversation.objects.filter(pk=conversation.pk).update(last_event_seq=conversation.last_event_seq)
+        event = TurnEvent.objects.create(
+            conversation_id=conversation.pk, turn=turn, seq=conversation.last_event_seq, type=type, payload=payload or {}
+        )
+        public_id = conversation.public_id
         frame = event.as_frame()
         transaction.on_commit(lambda: _broadcast(public_id, frame))
     return event

@@ -25,3 +25,7 @@ def llm_client(*, base_url: str | None = None, api_key: str | None = None, timeo
         timeout=timeout if timeout is not None else settings.LLM_TIMEOUT,
         max_retries=settings.LLM_MAX_RETRIES,
     )
+
+
+class LLMStreamInterrupted(RuntimeError):
+    """A streamed completion ended without a finish reason (the connection was cut)."""

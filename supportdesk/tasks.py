@@ -15,6 +15,8 @@ import openai
 from celery import Task, chain, shared_task
 from django.conf import settings
 
+from supportdesk.llm import LLMStreamInterrupted
+from supportdesk.models import TurnEvent
 from supportdesk.selectors import turn_get_for_stage
 from supportdesk.services import turn_fail
 from supportdesk.stages.answer import answer_stage_run
@@ -23,7 +25,13 @@ from supportdesk.stages.plan import plan_stage_run
 
 logger = logging.getLogger(__name__)
 
-TRANSIENT_ERRORS = (openai.APIConnectionError, openai.APITimeoutError, openai.InternalServerError, openai.RateLimitError)
+TRANSIENT_ERRORS = (
+    openai.APIConnectionError,
+    openai.APITimeoutError,
+    openai.InternalServerError,
+    openai.RateLimitError,
+    LLMStreamInterrupted,
+)
 STAGE_TASK_OPTIONS = {"bind": True, "acks_late": True, "reject_on_worker_lost": True}
 
 
@@ -37,7 +45,9 @@ def stage_execute(task: Task, turn_id: int, stage: str, run: Callable[..., None]
     try:
         run(turn=turn)
     except TRANSIENT_ERRORS as exc:
-        if task.request.retries < settings.STAGE_MAX_RETRIES:
+        # A stream cut after tokens reached the customer is not retried: a rerun would repeat them.
+        streamed = TurnEvent.objects.filter(turn=turn, type=TurnEvent.Type.TOKEN).exists()
+        if not streamed and task.request.retries < settings.STAGE_MAX_RETRIES:
             countdown = settings.STAGE_RETRY_BACKOFF * (2**task.request.retries)
             raise task.retry(exc=exc, countdown=countdown) from exc
         turn_fail(turn=turn, stage=stage, code="llm_unavailable", detail=f"{type(exc).__name__}: {exc}")

@@ -51,6 +51,7 @@ class Reply:
     raw_body: str | None = None  # sent verbatim (malformed output)
     drop: bool = False  # close the connection without answering
     chunk_delay: float = 0.0  # seconds between streamed chunks
+    cut_after: int | None = None  # streaming: drop the connection after this many chunks
 
 
 RouteHandler = Callable[[dict[str, Any]], tuple[int, Any]]
@@ -259,6 +260,9 @@ class _Handler(BaseHTTPRequestHandler):
         pieces = _split_tokens(reply.content or "")
         try:
             for i, piece in enumerate(pieces):
+                if reply.cut_after is not None and i >= reply.cut_after:
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
                 delta = {"content": piece} if i else {"role": "assistant", "content": piece}
                 self._sse({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
                 if reply.chunk_delay:

@@ -6,7 +6,7 @@ from django.conf import settings
 from django.db import transaction
 
 from supportdesk.events import turn_event_emit
-from supportdesk.llm import llm_client
+from supportdesk.llm import LLMStreamInterrupted, llm_client
 from supportdesk.models import Message, Turn
 from supportdesk.selectors import context_history
 from supportdesk.services import turn_finish
@@ -44,15 +44,19 @@ def answer_stage_run(*, turn: Turn) -> None:
             stream_options={"include_usage": True},
         )
         parts: list[str] = []
+        finished = False
         for chunk in stream:
             if chunk.usage is not None:
                 log.tokens = {"prompt": chunk.usage.prompt_tokens, "completion": chunk.usage.completion_tokens}
             if not chunk.choices:
                 continue
+            finished = finished or chunk.choices[0].finish_reason is not None
             delta = chunk.choices[0].delta.content
             if delta:
                 parts.append(delta)
                 turn_event_emit(turn=turn, type="token", payload={"text": delta})
+        if not finished:
+            raise LLMStreamInterrupted(f"answer stream ended after {len(parts)} chunks without a finish reason")
         text = "".join(parts).strip()
         with transaction.atomic():
             answer = Message.objects.create(

@@ -159,3 +159,21 @@ def test_malformed_plan_arguments_fall_back_and_the_turn_completes(llm, celery_w
     assert turn.status == Turn.Status.DONE
     assert turn.plan_result["plan_status"] == "fallback"
     assert turn.plan_result["raw_arguments"] == "{not json"
+
+
+def test_stream_cut_midway_fails_once_without_repeating_tokens(llm, celery_worker, ws_client):
+    llm.push(
+        Reply(tool_calls=[{"name": "analyse_user_request", "arguments": json.dumps(llm.plan_args)}]),
+        Reply(content="one two three four five six", cut_after=3),
+    )
+    created = conversation_create(language="en")
+    client = ws_client(_path(created.conversation, created.access_token))
+    assert client.connect()[0]
+    client.send_json({"type": "message", "text": "Tell me a story"})
+    frames = client.receive_until(lambda f: f["type"] == "done", timeout=60)
+    tokens = [f["payload"]["text"] for f in frames if f["type"] == "token"]
+    assert "".join(tokens) == "one two three"  # streamed once, never replayed by a retry
+    assert next(f for f in frames if f["type"] == "error")["payload"]["code"] == "llm_unavailable"
+    turn = Turn.objects.get(conversation=created.conversation)
+    assert turn.status == Turn.Status.FAILED
+    assert len(llm.chat_requests()) == 2  # the answer call was not retried
