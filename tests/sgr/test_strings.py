@@ -53,3 +53,15 @@ def test_parameters_are_substituted_but_nothing_else_is_evaluated():
     )
     sgr.cache._generation_bump()
     assert ui_string("error_message_too_long", "en", max=10) == "Too long: 10 max. {max.__class__} {0} {other}"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_websocket_errors_use_the_edited_string(ws_client):
+    from supportdesk.services import conversation_create
+
+    UIString.objects.update_or_create(key="error_bad_frame", language="ru", defaults={"text": "Непонятный запрос."})
+    created = conversation_create(language="ru")
+    client = ws_client(f"/ws/conversations/{created.conversation.public_id}/?token={created.access_token}")
+    assert client.connect()[0]
+    client.send_text("{not json")
+    assert client.receive()["payload"] == {"code": "bad_frame", "message": "Непонятный запрос."}
