@@ -54,3 +54,13 @@ def test_thresholds_and_the_exception_are_settings(settings):
     settings.SGR_BLOCK_THRESHOLD = 0.95
     settings.SGR_CLARIFY_THRESHOLD = 0.95
     assert route(plan=plan, verdict=SAFE, kb_relevance=None).final_action == "clarify"
+
+
+def test_misconfigured_sgr_settings_fail_the_system_checks(settings):
+    from sgr.checks import sgr_settings_check
+
+    assert sgr_settings_check() == []
+    settings.SGR_TRANSPORT = "tool"
+    settings.SGR_TOOL_TRACE_RATIO = 1.5
+    assert [e.id for e in sgr_settings_check()] == ["sgr.E001", "sgr.E002"]
+    assert "SGR_TOOL_TRACE_RATIO" in sgr_settings_check()[1].msg
