@@ -1,84 +1,218 @@
-"""The planning call: one forced structured call, validated at the boundary."""
+"""The planning call: one structured call per turn, validated at the boundary.
+
+Transports (``SGR_TRANSPORT``), both producing the same validated :class:`Plan`:
+
+- ``tools``: the ``analyse_user_request`` function, forced with the object form
+  of ``tool_choice``. An endpoint that rejects it (HTTP 400/422) or ignores it
+  (answers without the tool call) is asked again with ``"required"``, and the
+  process remembers that endpoint so later turns go straight to ``"required"``.
+- ``json_schema``: the plan's schema as ``response_format`` (best for small local models).
+
+Invalid output gets exactly one repair call that states the validation errors;
+if that fails too, a deterministic fallback plan is used (``status="fallback"``).
+The raw outputs, the errors, tokens and latency are all returned for the record.
+Transient transport errors propagate so the Celery task can retry.
+"""
 
 from __future__ import annotations
 
 import json
+import threading
 import time
-from typing import Any
+from typing import Any, Literal
 
+import openai
 from django.conf import settings
 from openai import OpenAI
 from pydantic import BaseModel, ValidationError
 
 from guard.verdict import Verdict
-from sgr.schema import TOOL_NAME, Plan, plan_tool
+from sgr.cache import content_cached
+from sgr.defaults import DEFAULT_SYSTEM_PROMPT, SYSTEM_PROMPT_NAME
+from sgr.schema import TOOL_NAME, Plan, plan_json_schema, plan_tool
+from sgr.strings import ui_string
+from sgr.templating import text_render, value_flatten
+
+PlanStatus = Literal["ok", "repaired", "fallback"]
+OBJECT_CHOICE = {"type": "function", "function": {"name": TOOL_NAME}}
+PROMPT_SNAPSHOT = "system_prompt"
+
+# Endpoints (base URLs) seen to reject or ignore the object form of tool_choice.
+_object_choice_unsupported: set[str] = set()
+_unsupported_lock = threading.Lock()
+
+
+class PlanningContext(BaseModel):
+    """What the planner is told besides the conversation."""
+
+    verdict: Verdict
+    language: str
+    kb_relevance: float | None = None
+    previous_clarification: str = ""
 
 
 class PlanOutcome(BaseModel):
     plan: Plan
-    status: str  # "ok" | "fallback"
+    status: PlanStatus
+    transport: str
+    tool_choice: str = ""  # "object" | "required" | "" (json_schema)
     raw_arguments: str
+    repair_raw_arguments: str = ""
     errors: list[str]
+    calls: int
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_ms: float = 0.0
 
 
-def system_prompt(*, verdict: Verdict, language: str) -> str:
-    return (
-        "You are the planning step of a customer-support assistant. Analyse the customer's "
-        f"last message and fill in every field of {TOOL_NAME}. "
-        f"Guardian verdict: {verdict.level} (categories: {', '.join(verdict.categories) or 'none'}). "
-        f"Conversation language: {language}."
+class _Reply(BaseModel):
+    raw: str
+    tool_called: bool
+    prompt_tokens: int
+    completion_tokens: int
+
+
+def _active_prompt() -> str:
+    from sgr.models import PromptTemplate
+
+    body = PromptTemplate.objects.filter(name=SYSTEM_PROMPT_NAME, is_active=True).values_list("body", flat=True).first()
+    return body or DEFAULT_SYSTEM_PROMPT
+
+
+def system_prompt(*, context: PlanningContext) -> str:
+    """The DB-editable planning prompt with the guardian verdict, KB relevance and clarify context."""
+    language = context.language
+    none = ui_string("sgr_value_none", "en")
+    values = {
+        "tool_name": TOOL_NAME,
+        "guardian_level": context.verdict.level,
+        "guardian_categories": ", ".join(value_flatten(c) for c in context.verdict.categories) or none,
+        "kb_relevance": f"{context.kb_relevance:.2f}" if context.kb_relevance is not None else "unknown",
+        "language": language,
+        "previous_clarification": value_flatten(context.previous_clarification) or none,
+        "block_threshold": f"{settings.SGR_BLOCK_THRESHOLD:.2f}",
+        "clarify_threshold": f"{settings.SGR_CLARIFY_THRESHOLD:.2f}",
+    }
+    return text_render(content_cached(PROMPT_SNAPSHOT, _active_prompt), values)
+
+
+def plan_errors(raw: str) -> tuple[Plan | None, list[str]]:
+    """Parse and validate raw model output; the plan, or the readable reasons it is invalid."""
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        return None, [f"not valid JSON: {exc}"]
+    if not isinstance(data, dict):
+        return None, ["the arguments must be a JSON object"]
+    try:
+        return Plan.model_validate(data), []
+    except ValidationError as exc:
+        return None, [f"{'.'.join(str(p) for p in err['loc']) or 'plan'}: {err['msg']}" for err in exc.errors()]
+
+
+def fallback_plan(*, text: str, language: str) -> Plan:
+    """Deterministic plan used when the model's output cannot be validated: search for the message as written."""
+    flat = " ".join(text.split()) or "-"
+    return Plan(
+        spam_score=0.0,
+        user_intent=flat[:300],
+        subqueries=[flat[:200]],
+        intent_confidence=1.0,
+        action="normal",
+        answer_language=language,
     )
 
 
-def fallback_plan(text: str) -> Plan:
-    """Deterministic plan used when the model's output cannot be validated."""
-    return Plan(spam_score=0.0, user_intent=text[:300], subqueries=[text[:200]], intent_confidence=1.0, action="normal")
+def _base_kwargs(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"model": settings.LLM_MODEL, "messages": messages, "temperature": 0, "max_tokens": settings.SGR_MAX_TOKENS}
 
 
-def plan_request(*, client: OpenAI, messages: list[dict[str, Any]], verdict: Verdict, language: str) -> PlanOutcome:
-    """Ask the model for a plan with the configured transport and validate it."""
-    prompt = [{"role": "system", "content": system_prompt(verdict=verdict, language=language)}, *messages]
-    started = time.monotonic()
-    kwargs: dict[str, Any] = {
-        "model": settings.LLM_MODEL,
-        "messages": prompt,
-        "temperature": 0,
-        "max_tokens": settings.LLM_MAX_TOKENS,
-    }
-    if settings.SGR_TRANSPORT == "json_schema":
-        kwargs["response_format"] = {
-            "type": "json_schema",
-            "json_schema": {"name": TOOL_NAME, "schema": Plan.model_json_schema()},
-        }
-    else:
-        kwargs["tools"] = [plan_tool()]
-        kwargs["tool_choice"] = {"type": "function", "function": {"name": TOOL_NAME}}
-    completion = client.chat.completions.create(**kwargs)
-    latency_ms = (time.monotonic() - started) * 1000
-    choice = completion.choices[0].message
-    if settings.SGR_TRANSPORT == "json_schema":
-        raw = choice.content or ""
-    else:
-        raw = choice.tool_calls[0].function.arguments if choice.tool_calls else (choice.content or "")
+def _reply(completion: Any) -> _Reply:
+    message = completion.choices[0].message
+    calls = [c for c in (message.tool_calls or []) if getattr(c, "function", None) and c.function.name == TOOL_NAME]
     usage = completion.usage
-    errors: list[str] = []
-    try:
-        plan = Plan.model_validate(json.loads(raw))
-        status = "ok"
-    except (ValueError, ValidationError) as exc:
-        errors.append(str(exc)[:2000])
-        last_user = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
-        plan = fallback_plan(str(last_user))
-        status = "fallback"
+    return _Reply(
+        raw=calls[0].function.arguments if calls else (message.content or ""),
+        tool_called=bool(calls),
+        prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+        completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+    )
+
+
+class _Caller:
+    """Makes the calls of one planning request and keeps count of them."""
+
+    def __init__(self, client: OpenAI) -> None:
+        self.client = client
+        self.endpoint = str(client.base_url)
+        self.replies: list[_Reply] = []
+        self.tool_choice = ""
+
+    def call(self, messages: list[dict[str, Any]]) -> _Reply:
+        if settings.SGR_TRANSPORT == "json_schema":
+            schema = {"name": TOOL_NAME, "schema": plan_json_schema()}
+            return self._create(**_base_kwargs(messages), response_format={"type": "json_schema", "json_schema": schema})
+        kwargs = {**_base_kwargs(messages), "tools": [plan_tool()]}
+        if self.tool_choice != "required" and self.endpoint not in _object_choice_unsupported:
+            try:
+                reply = self._create(**kwargs, tool_choice=OBJECT_CHOICE)
+            except (openai.BadRequestError, openai.UnprocessableEntityError):
+                reply = None  # rejected: the endpoint does not take the object form
+            if reply is not None and reply.tool_called:
+                self.tool_choice = "object"
+                return reply
+            with _unsupported_lock:
+                _object_choice_unsupported.add(self.endpoint)
+        self.tool_choice = "required"
+        return self._create(**kwargs, tool_choice="required")
+
+    def _create(self, **kwargs: Any) -> _Reply:
+        reply = _reply(self.client.chat.completions.create(**kwargs))
+        self.replies.append(reply)
+        return reply
+
+
+def plan_request(
+    *, client: OpenAI, messages: list[dict[str, Any]], context: PlanningContext, message_text: str
+) -> PlanOutcome:
+    """Ask for a plan with the configured transport, repair once, else fall back. Never returns an invalid plan."""
+    prompt = [{"role": "system", "content": system_prompt(context=context)}, *messages]
+    caller = _Caller(client)
+    started = time.monotonic()
+    first = caller.call(prompt)
+    plan, errors = plan_errors(first.raw)
+    status: PlanStatus = "ok"
+    repair_raw = ""
+    if plan is None:
+        repair_prompt = [
+            *prompt,
+            {"role": "assistant", "content": first.raw},
+            {
+                "role": "user",
+                "content": (
+                    f"Your {TOOL_NAME} output was invalid:\n- "
+                    + "\n- ".join(errors)
+                    + f"\nReturn the complete, corrected {TOOL_NAME} arguments as one JSON object that follows the schema."
+                ),
+            },
+        ]
+        repair = caller.call(repair_prompt)
+        repair_raw = repair.raw
+        plan, repair_errors = plan_errors(repair.raw)
+        errors = [*errors, *(f"repair: {e}" for e in repair_errors)]
+        status = "repaired"
+        if plan is None:
+            plan, status = fallback_plan(text=message_text, language=context.language), "fallback"
     return PlanOutcome(
         plan=plan,
         status=status,
-        raw_arguments=raw,
+        transport=settings.SGR_TRANSPORT,
+        tool_choice=caller.tool_choice,
+        raw_arguments=first.raw,
+        repair_raw_arguments=repair_raw,
         errors=errors,
-        prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-        completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
-        latency_ms=latency_ms,
+        calls=len(caller.replies),
+        prompt_tokens=sum(r.prompt_tokens for r in caller.replies),
+        completion_tokens=sum(r.completion_tokens for r in caller.replies),
+        latency_ms=(time.monotonic() - started) * 1000,
     )

@@ -3,17 +3,42 @@
 from __future__ import annotations
 
 from django.conf import settings
+from pydantic import BaseModel
 
 from guard.verdict import Verdict
 from sgr.schema import Action, Plan
 
 
-def route(*, plan: Plan, verdict: Verdict) -> Action:
-    """First match wins: guardian Unsafe -> spam -> low confidence -> normal."""
+class RoutingDecision(BaseModel):
+    model_action: Action
+    final_action: Action
+    rule: str  # which DT-002 row matched (or let the turn through)
+    overridden: bool
+
+
+def route(*, plan: Plan, verdict: Verdict, kb_relevance: float | None) -> RoutingDecision:
+    """First match wins: guardian Unsafe -> spam (unless the KB knows the topic) -> low confidence -> normal.
+
+    The KB-relevance exception follows the product rule that letting a little spam
+    through is better than blocking one valid request: a message that matches the
+    knowledge base well is not blocked on the model's spam score alone.
+    """
+    final: Action
     if verdict.level == "Unsafe":
-        return "guardian_block"
-    if plan.spam_score >= settings.SGR_BLOCK_THRESHOLD:
-        return "block"
-    if plan.intent_confidence < settings.SGR_CLARIFY_THRESHOLD:
-        return "clarify"
-    return "normal"
+        final, rule = "guardian_block", "guardian_unsafe"
+    elif plan.spam_score >= settings.SGR_BLOCK_THRESHOLD and not _kb_vouches(kb_relevance):
+        final, rule = "block", "spam_score"
+    elif plan.intent_confidence < settings.SGR_CLARIFY_THRESHOLD:
+        final, rule = "clarify", "low_confidence"
+    else:
+        spam_excused = plan.spam_score >= settings.SGR_BLOCK_THRESHOLD
+        final, rule = "normal", "kb_relevance_exception" if spam_excused else "default"
+    return RoutingDecision(model_action=plan.action, final_action=final, rule=rule, overridden=final != plan.action)
+
+
+def _kb_vouches(kb_relevance: float | None) -> bool:
+    return (
+        settings.SGR_KB_RELEVANCE_EXCEPTION
+        and kb_relevance is not None
+        and kb_relevance >= settings.SGR_KB_RELEVANCE_HIGH
+    )

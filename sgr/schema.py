@@ -1,45 +1,132 @@
-"""The SGR plan: the validated output of the one forced planning call."""
+"""The SGR plan: the validated output of the one forced planning call.
+
+The field descriptions are the tool's JSON schema: in field order they walk the
+model through the reasoning steps. Every bound is enforced here, after parsing,
+because constrained decoding (``json_schema``) does not enforce numeric bounds
+and a forced tool call enforces nothing at all.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 Action = Literal["normal", "clarify", "block", "guardian_block"]
+ACTIONS: tuple[Action, ...] = ("normal", "clarify", "block", "guardian_block")
 
 TOOL_NAME = "analyse_user_request"
 
+SubQuery = Annotated[str, Field(min_length=1, max_length=200)]
+Step = Annotated[str, Field(min_length=1, max_length=300)]
+Uncertainty = Annotated[str, Field(min_length=1, max_length=200)]
+
 
 class Plan(BaseModel):
-    """Field descriptions are the tool's JSON schema: they walk the model through the steps."""
+    """One turn's plan. ``clarification_question`` is required exactly when ``action`` is ``clarify``."""
 
     spam_score: float = Field(
-        description="REASONING STEP 1 - Validity: 0..1, how likely the message is spam or off-topic.",
+        ge=0.0,
+        le=1.0,
+        description=(
+            "REASONING STEP 1 - Validity: a number from 0 to 1, how likely the message is spam, "
+            "advertising, gibberish or unrelated to our product and services (0 = a genuine support request)."
+        ),
+    )
+    spam_reason: str = Field(
+        default="",
+        max_length=150,
+        description="REASONING STEP 1 - Validity: one short phrase explaining the spam score.",
     )
     user_intent: str = Field(
+        min_length=1,
         max_length=300,
         description="REASONING STEP 2 - Intent: one sentence saying what the customer wants.",
     )
-    subqueries: list[str] = Field(
+    topic: str = Field(
+        default="",
+        max_length=100,
+        description="REASONING STEP 2 - Intent: the topic in two to five words (e.g. 'password reset').",
+    )
+    category: str = Field(
+        default="",
+        max_length=100,
+        description="REASONING STEP 2 - Intent: the request category (e.g. account, billing, technical, other).",
+    )
+    subqueries: list[SubQuery] = Field(
+        min_length=1,
+        max_length=10,
+        description=(
+            "REASONING STEP 3 - Search: 1 to 10 short, distinct knowledge-base search queries "
+            "that together would answer the request."
+        ),
+    )
+    action_plan: list[Step] = Field(
         default_factory=list,
-        description="REASONING STEP 3 - Search: short knowledge-base queries that would answer it.",
+        max_length=10,
+        description="REASONING STEP 4 - Plan: at most 10 ordered steps the answer should follow.",
     )
     intent_confidence: float = Field(
-        description="REASONING STEP 4 - Confidence: 0..1, how sure you are about the intent.",
+        ge=0.0,
+        le=1.0,
+        description="REASONING STEP 5 - Confidence: a number from 0 to 1, how sure you are about the intent.",
+    )
+    uncertainties: list[Uncertainty] = Field(
+        default_factory=list,
+        max_length=5,
+        description="REASONING STEP 5 - Confidence: at most 5 things that are unclear about the request.",
     )
     action: Action = Field(
-        description="REASONING STEP 5 - Action: normal, clarify (ask a question) or block (spam).",
+        description=(
+            "REASONING STEP 6 - Action: 'normal' (answer from the knowledge base), 'clarify' (the request "
+            "is ambiguous: ask one question), 'block' (spam or off-topic) or 'guardian_block' "
+            "(the guardian found the message unsafe)."
+        ),
+    )
+    clarification_question: str = Field(
+        default="",
+        max_length=300,
+        description="REASONING STEP 6 - Action: the one question to ask when the action is 'clarify'; empty otherwise.",
+    )
+    answer_language: str = Field(
+        default="",
+        max_length=16,
+        description="REASONING STEP 7 - Language: the language code the answer must be written in (e.g. en, ru).",
     )
 
+    @field_validator("subqueries")
+    @classmethod
+    def _subqueries_distinct(cls, value: list[str]) -> list[str]:
+        seen: set[str] = set()
+        for query in value:
+            key = " ".join(query.lower().split())
+            if key in seen:
+                raise ValueError(f"duplicate sub-query: {query!r}")
+            seen.add(key)
+        return value
 
-def plan_tool() -> dict:
+    @model_validator(mode="after")
+    def _clarification_matches_action(self) -> Plan:
+        asked = bool(self.clarification_question.strip())
+        if self.action == "clarify" and not asked:
+            raise ValueError("clarification_question is required when action is 'clarify'")
+        if self.action != "clarify" and asked:
+            raise ValueError("clarification_question must be empty unless action is 'clarify'")
+        return self
+
+
+def plan_json_schema() -> dict[str, Any]:
+    """The JSON schema of :class:`Plan` as sent to the model (tool parameters or response format)."""
+    return Plan.model_json_schema()
+
+
+def plan_tool() -> dict[str, Any]:
     """The ``analyse_user_request`` function tool, in the OpenAI tools format."""
     return {
         "type": "function",
         "function": {
             "name": TOOL_NAME,
-            "description": "Analyse the customer's request before answering it.",
-            "parameters": Plan.model_json_schema(),
+            "description": "Analyse the customer's request step by step before anything is answered.",
+            "parameters": plan_json_schema(),
         },
     }

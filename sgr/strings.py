@@ -1,13 +1,26 @@
 """Customer-facing UI strings, localized (English and Russian).
 
-Lookup order: requested language -> default language -> built-in default.
-The built-in defaults below are the last resort; staff-edited strings in the
-database take precedence once the UI-strings store exists.
+Staff edit them in the database (:class:`sgr.models.UIString`); the built-in
+defaults below are the last-resort layer (other apps add their keys here).
+Lookup order for ``ui_string(key, language)``:
+
+1. the requested language: the database row, else the built-in text;
+2. the default language (``DEFAULT_LANGUAGE``): the database row, else the built-in text;
+3. English built-in, then the key itself.
+
+Strings are cached per process and invalidated across processes on every edit
+(:mod:`sgr.cache`), so an edit shows up on the next turn without a restart.
 """
 
 from __future__ import annotations
 
+import re
+
 from django.conf import settings
+from django.core.exceptions import SynchronousOnlyOperation
+from django.db import DatabaseError
+
+from sgr.cache import content_cached, content_stale
 
 BUILTIN_STRINGS: dict[str, dict[str, str]] = {
     "user_intent_prefix": {"en": "How I understood your request:", "ru": "Как я понял ваш запрос:"},
@@ -55,7 +68,44 @@ BUILTIN_STRINGS: dict[str, dict[str, str]] = {
     "widget_title": {"en": "Support", "ru": "Поддержка"},
     "widget_placeholder": {"en": "Type your question…", "ru": "Введите ваш вопрос…"},
     "widget_send": {"en": "Send", "ru": "Отправить"},
+    "sgr_clarify_default_question": {
+        "en": "What exactly would you like help with?",
+        "ru": "С чем именно вам помочь?",
+    },
+    "sgr_value_none": {"en": "none", "ru": "нет"},
+    "sgr_value_unknown": {"en": "unknown", "ru": "неизвестно"},
+    "template_error_tag": {
+        "en": "Template tags ({% %}, {# #}) are not allowed: use {{ name }} placeholders only.",
+        "ru": "Теги шаблона ({% %}, {# #}) запрещены: используйте только подстановки {{ name }}.",
+    },
+    "template_error_expression": {
+        "en": "{placeholder} is not allowed: a placeholder is a plain name, without attribute or index access, filters or calls.",
+        "ru": "{placeholder} недопустимо: подстановка — это простое имя, без обращения к атрибутам, индексам, фильтров и вызовов.",
+    },
+    "template_error_unknown_placeholder": {
+        "en": "Unknown placeholder {placeholder}. Allowed: {allowed}.",
+        "ru": "Неизвестная подстановка {placeholder}. Допустимы: {allowed}.",
+    },
+    "template_error_unbalanced": {
+        "en": "Unbalanced braces: every placeholder is written {{ name }}.",
+        "ru": "Непарные скобки: подстановка записывается как {{ name }}.",
+    },
+    "template_error_missing_section": {
+        "en": "The section {section} is missing (a line with exactly that heading).",
+        "ru": "Нет раздела {section} (строки ровно с таким заголовком).",
+    },
+    "template_error_duplicate_section": {
+        "en": "The section {section} appears more than once.",
+        "ru": "Раздел {section} встречается больше одного раза.",
+    },
+    "template_error_section_order": {
+        "en": "## Analysis must come before ## Response.",
+        "ru": "Раздел ## Analysis должен идти перед ## Response.",
+    },
 }
+
+UI_STRINGS_SNAPSHOT = "ui_strings"
+PARAM = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 
 
 def supported_language(language: str | None) -> str:
@@ -65,9 +115,33 @@ def supported_language(language: str | None) -> str:
     return code if code in known else settings.DEFAULT_LANGUAGE
 
 
+def _db_strings() -> dict[tuple[str, str], str]:
+    from sgr.models import UIString  # models import this module's BUILTIN_STRINGS
+
+    return {(key, lang): text for key, lang, text in UIString.objects.values_list("key", "language", "text")}
+
+
+def _strings_table() -> dict[tuple[str, str], str]:
+    try:
+        return content_cached(UI_STRINGS_SNAPSHOT, _db_strings)
+    except (SynchronousOnlyOperation, DatabaseError):
+        # Called from async code or before migrations: the last snapshot, else built-ins only.
+        return content_stale(UI_STRINGS_SNAPSHOT) or {}
+
+
 def ui_string(key: str, language: str, **params: object) -> str:
-    """The text of ``key`` in ``language``, falling back as documented above."""
-    lang = supported_language(language)
-    variants = BUILTIN_STRINGS.get(key, {})
-    text = variants.get(lang) or variants.get(settings.DEFAULT_LANGUAGE) or variants.get("en") or key
-    return text.format(**params) if params else text
+    """The text of ``key`` in ``language``, falling back as documented above.
+
+    ``{name}`` in the text is replaced by ``params[name]``; anything else is left
+    as written, so a staff-edited string can never reach Python attributes.
+    """
+    table = _strings_table()
+    text = ""
+    for code in dict.fromkeys((supported_language(language), settings.DEFAULT_LANGUAGE, "en")):
+        text = table.get((key, code)) or BUILTIN_STRINGS.get(key, {}).get(code, "")
+        if text:
+            break
+    text = text or key
+    if not params:
+        return text
+    return PARAM.sub(lambda m: str(params[m.group(1)]) if m.group(1) in params else m.group(0), text)

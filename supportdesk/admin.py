@@ -13,7 +13,7 @@ class MessageInline(admin.TabularInline):
 
 @admin.register(Conversation)
 class ConversationAdmin(admin.ModelAdmin):
-    list_display = ("public_id", "language", "created_at")
+    list_display = ("public_id", "language", "injection_mode", "created_at")
     readonly_fields = ("public_id", "last_event_seq", "created_at", "updated_at")
     exclude = ("access_token_hash",)
     inlines = [MessageInline]

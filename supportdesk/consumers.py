@@ -60,13 +60,13 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         try:
             content = json.loads(text_data or "")
         except (TypeError, ValueError):
-            await self._send_error("bad_frame", ui_string("error_bad_frame", self.conversation.language))
+            await self._send_error("bad_frame", await self._text("error_bad_frame"))
             return
         await self.receive_json(content)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         if not isinstance(content, dict) or content.get("type") != "message":
-            await self._send_error("bad_frame", ui_string("error_bad_frame", self.conversation.language))
+            await self._send_error("bad_frame", await self._text("error_bad_frame"))
             return
         try:
             turn = await database_sync_to_async(message_receive)(
@@ -85,6 +85,10 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
             return  # already delivered by the replay
         self.last_sent_seq = frame["seq"]
         await self.send_json(frame)
+
+    async def _text(self, key: str) -> str:
+        # UI strings may come from the database (staff edits): read them off the event loop.
+        return await database_sync_to_async(ui_string)(key, self.conversation.language)
 
     async def _send_error(self, code: str, message: str) -> None:
         await self.send_json({"type": "error", "seq": None, "turn": None, "payload": {"code": code, "message": message}})

@@ -22,6 +22,10 @@ class Conversation(models.Model):
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     access_token_hash = models.CharField(max_length=64, editable=False)
     language = models.CharField(max_length=8, default="en")
+    # How the answer stage injects the plan (SGR A/B test); assigned at creation.
+    injection_mode = models.CharField(
+        max_length=16, choices=[("synthetic", "synthetic"), ("tool_trace", "tool_trace")], default="synthetic"
+    )
     # Per-conversation event sequence; TurnEvent.seq is allocated from it under a row lock.
     last_event_seq = models.PositiveBigIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import ObjectDoesNotExist
+
 from supportdesk.models import Conversation, Turn
 
 
@@ -19,20 +21,43 @@ def turn_get_for_stage(*, turn_id: int) -> Turn | None:
     return Turn.objects.select_related("conversation", "user_message").filter(pk=turn_id).first()
 
 
+def turn_previous(*, turn: Turn) -> Turn | None:
+    """The conversation's turn just before ``turn``."""
+    return (
+        Turn.objects.filter(conversation_id=turn.conversation_id, created_at__lt=turn.created_at)
+        .order_by("-created_at", "-id")
+        .first()
+    )
+
+
+def turn_synthetic(turn: Turn) -> str:
+    """A finished turn's context synthetic message (its PlanRecord's, else the stage output on the turn)."""
+    try:
+        record = turn.plan_record
+    except ObjectDoesNotExist:
+        record = None
+    if record is not None and record.context_synthetic:
+        return record.context_synthetic
+    return str((turn.plan_result or {}).get("context_synthetic") or "")
+
+
 def context_history(*, turn: Turn) -> list[dict[str, str]]:
     """The model's view of earlier turns: each user message, its synthetic message, its answer.
 
-    Tool traces are never part of it (DT-003/DT-004).
+    Tool traces are never part of it (DT-003/DT-004), whatever the conversation's
+    injection mode: the A/B test only changes how the *current* plan is injected.
+    A clarify turn's synthetic message carries its question, so the next turn is
+    planned and answered with it in context.
     """
     messages: list[dict[str, str]] = []
     earlier = (
         Turn.objects.filter(conversation_id=turn.conversation_id, created_at__lt=turn.created_at)
-        .select_related("user_message", "answer_message")
+        .select_related("user_message", "answer_message", "plan_record")
         .order_by("created_at", "id")
     )
     for past in earlier:
         messages.append({"role": "user", "content": past.user_message.text})
-        synthetic = (past.plan_result or {}).get("context_synthetic")
+        synthetic = turn_synthetic(past)
         if synthetic:
             messages.append({"role": "assistant", "content": synthetic})
         if past.answer_message is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -27,10 +28,17 @@ class NewConversation:
     access_token: str  # returned once, stored only as a hash
 
 
+def injection_mode_assign() -> str:
+    """The SGR A/B arm of a new conversation: ``tool_trace`` with probability ``SGR_TOOL_TRACE_RATIO``."""
+    return "tool_trace" if random.random() < settings.SGR_TOOL_TRACE_RATIO else "synthetic"
+
+
 def conversation_create(*, language: str = "en") -> NewConversation:
     token = new_access_token()
     conversation = Conversation.objects.create(
-        access_token_hash=token_hash(token), language=supported_language(language)
+        access_token_hash=token_hash(token),
+        language=supported_language(language),
+        injection_mode=injection_mode_assign(),
     )
     return NewConversation(conversation=conversation, access_token=token)
 

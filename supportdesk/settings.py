@@ -133,6 +133,17 @@ LLM_MAX_TOKENS = env.int("LLM_MAX_TOKENS", default=512)
 SGR_TRANSPORT = env.str("SGR_TRANSPORT", default="tools")
 SGR_BLOCK_THRESHOLD = env.float("SGR_BLOCK_THRESHOLD", default=0.7)
 SGR_CLARIFY_THRESHOLD = env.float("SGR_CLARIFY_THRESHOLD", default=0.6)
+# A spam verdict is overridden when the message matches the knowledge base at
+# least this well (retrieval confidence, 0..1); unknown relevance never overrides.
+SGR_KB_RELEVANCE_EXCEPTION = env.bool("SGR_KB_RELEVANCE_EXCEPTION", default=True)
+SGR_KB_RELEVANCE_HIGH = env.float("SGR_KB_RELEVANCE_HIGH", default=0.7)
+# Share of new conversations whose answer stage sees the plain tool trace instead
+# of the synthetic message (the A/B test of the injection mode), 0..1.
+SGR_TOOL_TRACE_RATIO = env.float("SGR_TOOL_TRACE_RATIO", default=0.0)
+# Tokens the planning call may produce (the plan JSON; small models ramble).
+SGR_MAX_TOKENS = env.int("SGR_MAX_TOKENS", default=1024)
+# Redis holding the generation counter that invalidates cached templates and UI strings.
+SGR_CACHE_URL = env.str("SGR_CACHE_URL", default=REDIS_URL)
 
 # --- Guardian (guard/) -----------------------------------------------------------------
 GUARD_PROVIDER = env.str("GUARD_PROVIDER", default="off")

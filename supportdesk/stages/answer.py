@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from django.conf import settings
 from django.db import transaction
 
+from sgr.models import PlanRecord
+from sgr.records import plan_record_answer_save, plan_record_get
+from sgr.schema import TOOL_NAME
 from supportdesk.events import turn_event_emit
 from supportdesk.llm import LLMStreamInterrupted, llm_client
 from supportdesk.models import Message, Turn
-from supportdesk.selectors import context_history
+from supportdesk.selectors import context_history, turn_synthetic
 from supportdesk.services import turn_finish
 from supportdesk.turnlog import stage_logged
 
@@ -18,17 +24,37 @@ ANSWER_SYSTEM_PROMPT = (
 )
 
 
-def answer_messages(*, turn: Turn) -> list[dict[str, str]]:
-    """History + current message + this turn's synthetic message (no tool trace, DT-003)."""
-    synthetic = (turn.plan_result or {}).get("context_synthetic", "")
-    messages = [
+def plan_injection(*, turn: Turn, record: PlanRecord | None) -> list[dict[str, Any]]:
+    """This turn's plan as the answering model sees it, by the conversation's injection mode.
+
+    ``synthetic`` (default): one assistant message, analysis + response, no tool trace (DT-004).
+    ``tool_trace`` (the A/B arm): the standard assistant ``tool_calls`` message and the tool
+    message with the plan JSON. Either way the SGR tool itself is never offered (DT-003).
+    """
+    if turn.conversation.injection_mode == "tool_trace" and record is not None and record.plan:
+        call_id = f"call_sgr_{turn.pk}"
+        arguments = json.dumps(record.plan, ensure_ascii=False)
+        result = json.dumps({"plan": record.plan, "final_action": record.final_action}, ensure_ascii=False)
+        return [
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": call_id, "type": "function", "function": {"name": TOOL_NAME, "arguments": arguments}}],
+            },
+            {"role": "tool", "tool_call_id": call_id, "content": result},
+        ]
+    synthetic = turn_synthetic(turn)
+    return [{"role": "assistant", "content": synthetic}] if synthetic else []
+
+
+def answer_messages(*, turn: Turn) -> list[dict[str, Any]]:
+    """System prompt, history (synthetic messages and answers only), the message, this turn's plan."""
+    return [
         {"role": "system", "content": ANSWER_SYSTEM_PROMPT},
         *context_history(turn=turn),
         {"role": "user", "content": turn.user_message.text},
+        *plan_injection(turn=turn, record=plan_record_get(turn_id=turn.pk)),
     ]
-    if synthetic:
-        messages.append({"role": "assistant", "content": synthetic})
-    return messages
 
 
 def answer_stage_run(*, turn: Turn) -> None:
@@ -45,9 +71,12 @@ def answer_stage_run(*, turn: Turn) -> None:
         )
         parts: list[str] = []
         finished = False
+        prompt_tokens: int | None = None
+        searched: list[str] = []  # the queries the answer's retrieval tool calls searched
         for chunk in stream:
             if chunk.usage is not None:
                 log.tokens = {"prompt": chunk.usage.prompt_tokens, "completion": chunk.usage.completion_tokens}
+                prompt_tokens = chunk.usage.prompt_tokens
             if not chunk.choices:
                 continue
             finished = finished or chunk.choices[0].finish_reason is not None
@@ -67,4 +96,6 @@ def answer_stage_run(*, turn: Turn) -> None:
             turn.save(update_fields=["answer_message", "answer_text", "updated_at"])
             turn_event_emit(turn=turn, type="answer", payload={"text": text, "sources": []})
             turn_finish(turn=turn, status=Turn.Status.DONE)
+        # The injection-mode A/B measures; the answer is already saved whatever happens here.
+        plan_record_answer_save(turn_id=turn.pk, prompt_tokens=prompt_tokens, searched_queries=searched, answer_text=text)
         log.outcome = "done"

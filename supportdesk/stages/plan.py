@@ -1,19 +1,34 @@
-"""Stage 2: schema-guided reasoning, code-owned routing and the three outputs."""
+"""Stage 2: schema-guided reasoning, code-owned routing and the three outputs.
+
+The planner's output is stored (PlanRecord) before routing and rendering, so a
+retried task reuses it and never calls the model a second time.
+"""
 
 from __future__ import annotations
 
+import logging
+from typing import Any
+
 from django.db import transaction
+from pydantic import ValidationError
 
 from guard.verdict import Verdict
-from sgr.planner import plan_request
+from retrieval.signals import kb_relevance
+from sgr.models import PlanRecord
+from sgr.planner import PlanningContext, plan_request
+from sgr.records import plan_record_get, plan_record_outputs_save, plan_record_planner_save
 from sgr.render import outputs_render
 from sgr.routing import route
+from sgr.schema import Plan
+from sgr.strings import ui_string
 from supportdesk.events import turn_event_emit
 from supportdesk.llm import llm_client
 from supportdesk.models import Turn
-from supportdesk.selectors import context_history
+from supportdesk.selectors import context_history, turn_previous
 from supportdesk.services import turn_finish
 from supportdesk.turnlog import stage_logged
+
+logger = logging.getLogger(__name__)
 
 TERMINAL_BY_ACTION = {
     "block": Turn.Status.BLOCKED,
@@ -22,29 +37,86 @@ TERMINAL_BY_ACTION = {
 }
 
 
+def verdict_read(data: Any) -> Verdict:
+    """The guardian's stored verdict, read tolerantly (providers may add or change fields)."""
+    data = data if isinstance(data, dict) else {}
+    try:
+        return Verdict.model_validate(data)
+    except ValidationError:
+        level = data.get("level") if data.get("level") in ("Safe", "Controversial", "Unsafe") else "Controversial"
+        categories = [str(c) for c in data.get("categories") or [] if isinstance(c, str | int)]
+        return Verdict(level=level, categories=categories)
+
+
+def kb_relevance_measure(*, text: str, language: str) -> float | None:
+    """The retrieval signal for routing; a failing knowledge base means "unknown", never a failed turn."""
+    try:
+        value = kb_relevance(text=text, language=language)
+    except Exception:
+        logger.exception("kb_relevance failed; planning with unknown relevance")
+        return None
+    return None if value is None else min(1.0, max(0.0, float(value)))
+
+
+def clarification_asked(record: PlanRecord, language: str) -> str:
+    """The question a clarify turn asked (the model's, else the default question that was rendered)."""
+    return str((record.plan or {}).get("clarification_question") or "") or ui_string(
+        "sgr_clarify_default_question", language
+    )
+
+
+def planner_output_ensure(*, turn: Turn, verdict: Verdict) -> PlanRecord:
+    """The turn's stored planner output; plans (one call, plus at most one repair) only if there is none."""
+    record = plan_record_get(turn_id=turn.pk)
+    if record is not None and record.plan is not None:
+        return record
+    language = turn.conversation.language
+    text = turn.user_message.text
+    earlier = turn_previous(turn=turn)
+    previous = plan_record_get(turn_id=earlier.pk) if earlier is not None else None
+    parent = previous if previous is not None and previous.final_action == "clarify" else None
+    context = PlanningContext(
+        verdict=verdict,
+        language=language,
+        kb_relevance=kb_relevance_measure(text=text, language=language),
+        previous_clarification=clarification_asked(parent, language) if parent else "",
+    )
+    messages = [*context_history(turn=turn), {"role": "user", "content": text}]
+    outcome = plan_request(client=llm_client(), messages=messages, context=context, message_text=text)
+    return plan_record_planner_save(
+        turn_id=turn.pk,
+        conversation_id=turn.conversation_id,
+        injection_mode=turn.conversation.injection_mode,
+        context=context,
+        outcome=outcome,
+        clarify_parent_id=parent.pk if parent else None,
+    )
+
+
 def plan_stage_run(*, turn: Turn) -> None:
     if turn.status != Turn.Status.PLANNING:
         return
     language = turn.conversation.language
-    verdict = Verdict.model_validate(turn.guard_result or {})
+    verdict = verdict_read(turn.guard_result)
     with stage_logged(turn.pk, "sgr") as log:
-        messages = [*context_history(turn=turn), {"role": "user", "content": turn.user_message.text}]
-        outcome = plan_request(client=llm_client(), messages=messages, verdict=verdict, language=language)
-        action = route(plan=outcome.plan, verdict=verdict)
-        outputs = outputs_render(plan=outcome.plan, action=action, language=language)
+        record = planner_output_ensure(turn=turn, verdict=verdict)
+        plan = Plan.model_validate(record.plan)
+        decision = route(plan=plan, verdict=verdict, kb_relevance=record.kb_relevance)
+        action = decision.final_action
+        outputs = outputs_render(
+            plan=plan, action=action, verdict=verdict, language=language, kb_relevance=record.kb_relevance
+        )
         log.outcome = action
-        log.tokens = {"prompt": outcome.prompt_tokens, "completion": outcome.completion_tokens}
+        log.tokens = {"prompt": record.prompt_tokens, "completion": record.completion_tokens}
         with transaction.atomic():
+            plan_record_outputs_save(record=record, decision=decision, outputs=outputs)
             turn.plan_result = {
-                "plan": outcome.plan.model_dump(),
-                "plan_status": outcome.status,
-                "raw_arguments": outcome.raw_arguments,
-                "errors": outcome.errors,
-                "model_action": outcome.plan.action,
+                "plan_record_id": record.pk,
+                "plan_status": record.plan_status,
+                "raw_arguments": record.raw_arguments,
+                "model_action": decision.model_action,
                 "final_action": action,
                 "context_synthetic": outputs.context_synthetic,
-                "latency_ms": outcome.latency_ms,
-                "tokens": log.tokens,
             }
             turn.ui_response = outputs.ui_response
             turn.save(update_fields=["plan_result", "ui_response", "updated_at"])

@@ -149,7 +149,11 @@ def test_llm_down_fails_the_turn_but_keeps_the_message_and_the_worker(llm, celer
 
 
 def test_malformed_plan_arguments_fall_back_and_the_turn_completes(llm, celery_worker, ws_client):
-    llm.push(Reply(tool_calls=[{"name": "analyse_user_request", "arguments": "{not json"}]))
+    # The first output and the one repair attempt are both invalid: the recorded fallback plan is used.
+    llm.push(
+        Reply(tool_calls=[{"name": "analyse_user_request", "arguments": "{not json"}]),
+        Reply(tool_calls=[{"name": "analyse_user_request", "arguments": '{"spam_score": 7}'}]),
+    )
     created = conversation_create(language="en")
     client = ws_client(_path(created.conversation, created.access_token))
     assert client.connect()[0]

@@ -1,0 +1,158 @@
+"""PlanRecord services and selectors: one record per turn, for analysts and for retries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+
+from guard.verdict import Verdict
+from sgr.consistency import rouge_l, subquery_coverage
+from sgr.models import PlanRecord
+from sgr.planner import PlanningContext, PlanOutcome
+from sgr.render import RenderedOutputs
+from sgr.routing import RoutingDecision
+
+
+def plan_record_get(*, turn_id: int) -> PlanRecord | None:
+    return PlanRecord.objects.filter(turn_id=turn_id).first()
+
+
+def plan_record_planner_save(
+    *,
+    turn_id: int,
+    conversation_id: int,
+    injection_mode: str,
+    context: PlanningContext,
+    outcome: PlanOutcome,
+    clarify_parent_id: int | None = None,
+) -> PlanRecord:
+    """Store the planner's output before anything else happens, so a retried task reuses it."""
+    with transaction.atomic():
+        record, _ = PlanRecord.objects.update_or_create(
+            turn_id=turn_id,
+            defaults={
+                "conversation_id": conversation_id,
+                "language": context.language,
+                "injection_mode": injection_mode,
+                "plan": outcome.plan.model_dump(),
+                "plan_status": outcome.status,
+                "transport": outcome.transport,
+                "tool_choice": outcome.tool_choice,
+                "raw_arguments": outcome.raw_arguments,
+                "repair_raw_arguments": outcome.repair_raw_arguments,
+                "parse_errors": outcome.errors,
+                "planner_calls": outcome.calls,
+                "prompt_tokens": outcome.prompt_tokens,
+                "completion_tokens": outcome.completion_tokens,
+                "latency_ms": outcome.latency_ms,
+                "guardian": context.verdict.model_dump(),
+                "kb_relevance": context.kb_relevance,
+                "clarify_parent_id": clarify_parent_id,
+            },
+        )
+    return record
+
+
+def plan_record_outputs_save(*, record: PlanRecord, decision: RoutingDecision, outputs: RenderedOutputs) -> PlanRecord:
+    """Add the routing decision and the three outputs to a record that holds the planner's output."""
+    record.model_action = decision.model_action
+    record.final_action = decision.final_action
+    record.action_overridden = decision.overridden
+    record.routing_rule = decision.rule
+    _outputs_set(record, outputs)
+    with transaction.atomic():
+        record.save()
+    return record
+
+
+def plan_record_save(
+    *,
+    turn_id: int,
+    conversation_id: int,
+    language: str,
+    verdict: Verdict,
+    outputs: RenderedOutputs,
+    injection_mode: str = "synthetic",
+) -> PlanRecord:
+    """The record of a turn the guardian blocked before planning (DT-001): no plan, ``guardian_block``.
+
+    For the guard stage: call it with the outputs of :func:`sgr.render.guardian_block_render`.
+    Idempotent per turn.
+    """
+    with transaction.atomic():
+        record, _ = PlanRecord.objects.get_or_create(
+            turn_id=turn_id,
+            defaults={
+                "conversation_id": conversation_id,
+                "language": language,
+                "injection_mode": injection_mode,
+                "plan_status": PlanRecord.PlanStatus.ABSENT,
+                "guardian": verdict.model_dump(),
+            },
+        )
+        record.final_action = "guardian_block"
+        record.routing_rule = "guardian_enforce"
+        _outputs_set(record, outputs)
+        record.save()
+    return record
+
+
+def plan_record_answer_save(*, turn_id: int, prompt_tokens: int | None, searched_queries: list[str], answer_text: str) -> None:
+    """Record the answer stage's prompt tokens and the plan-to-answer consistency of a turn."""
+    record = plan_record_get(turn_id=turn_id)
+    if record is None or not record.plan:
+        return
+    planned = list(record.plan.get("subqueries") or [])
+    steps = " ".join(record.plan.get("action_plan") or [])
+    record.answer_prompt_tokens = prompt_tokens
+    record.subquery_coverage = subquery_coverage(planned=planned, searched=searched_queries)
+    record.plan_answer_rouge_l = rouge_l(steps, answer_text) if steps else None
+    record.metadata = {
+        **record.metadata,
+        "answer": {
+            "prompt_tokens": prompt_tokens,
+            "searched_queries": searched_queries,
+            "subquery_coverage": record.subquery_coverage,
+            "plan_answer_rouge_l": record.plan_answer_rouge_l,
+        },
+    }
+    with transaction.atomic():
+        record.save(
+            update_fields=["answer_prompt_tokens", "subquery_coverage", "plan_answer_rouge_l", "metadata", "updated_at"]
+        )
+
+
+def _outputs_set(record: PlanRecord, outputs: RenderedOutputs) -> None:
+    record.context_synthetic = outputs.context_synthetic
+    record.ui_response = outputs.ui_response
+    record.template_id = outputs.template_id
+    record.template_version = outputs.template_version
+    record.metadata = plan_metadata(record)
+
+
+def plan_metadata(record: PlanRecord) -> dict[str, Any]:
+    """The structured-metadata output: plan, guardian verdict, routing, template, timings and tokens."""
+    return {
+        "plan": record.plan,
+        "plan_status": record.plan_status,
+        "guardian": record.guardian,
+        "kb_relevance": record.kb_relevance,
+        "routing": {
+            "model_action": record.model_action,
+            "final_action": record.final_action,
+            "rule": record.routing_rule,
+            "overridden": record.action_overridden,
+        },
+        "template": {"id": record.template_id, "version": record.template_version},
+        "planner": {
+            "transport": record.transport,
+            "tool_choice": record.tool_choice,
+            "calls": record.planner_calls,
+            "latency_ms": record.latency_ms,
+            "prompt_tokens": record.prompt_tokens,
+            "completion_tokens": record.completion_tokens,
+        },
+        "injection_mode": record.injection_mode,
+        "clarify_parent_turn": record.clarify_parent.turn_id if record.clarify_parent_id else None,
+    }

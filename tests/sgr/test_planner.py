@@ -1,0 +1,132 @@
+"""The planning call over real HTTP: both transports, tool_choice fallback, repair and fallback."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from guard.verdict import Verdict
+from sgr.models import PromptTemplate
+from sgr.planner import PlanningContext, plan_request
+from sgr.schema import TOOL_NAME
+from supportdesk.llm import llm_client
+from tests.llm_stub import Reply
+from tests.sgr.factories import plan_args
+
+pytestmark = pytest.mark.django_db
+
+MESSAGES = [{"role": "user", "content": "How do I reset my password?"}]
+
+
+def _plan(context: PlanningContext | None = None):
+    context = context or PlanningContext(verdict=Verdict(), language="en")
+    return plan_request(client=llm_client(), messages=MESSAGES, context=context, message_text=MESSAGES[-1]["content"])
+
+
+def _tool_reply(args: dict | str) -> Reply:
+    return Reply(tool_calls=[{"name": TOOL_NAME, "arguments": args if isinstance(args, str) else json.dumps(args)}])
+
+
+def test_tools_transport_forces_the_tool_with_the_object_form(llm):
+    llm.plan_args = plan_args()
+    outcome = _plan()
+    (request,) = llm.chat_requests()
+    assert request["tool_choice"] == {"type": "function", "function": {"name": TOOL_NAME}}
+    assert [t["function"]["name"] for t in request["tools"]] == [TOOL_NAME]
+    assert "response_format" not in request and request["temperature"] == 0
+    assert (outcome.status, outcome.tool_choice, outcome.calls) == ("ok", "object", 1)
+    assert outcome.plan.topic == "password reset"
+    assert json.loads(outcome.raw_arguments) == plan_args()
+    assert outcome.prompt_tokens > 0 and outcome.completion_tokens > 0 and outcome.latency_ms > 0
+
+
+def test_json_schema_transport_asks_for_the_schema_as_response_format(llm, settings):
+    settings.SGR_TRANSPORT = "json_schema"
+    llm.plan_args = plan_args(topic="billing")
+    outcome = _plan()
+    (request,) = llm.chat_requests()
+    assert request["response_format"]["type"] == "json_schema"
+    assert request["response_format"]["json_schema"]["name"] == TOOL_NAME
+    assert "spam_score" in request["response_format"]["json_schema"]["schema"]["properties"]
+    assert "tools" not in request and "tool_choice" not in request
+    assert (outcome.status, outcome.transport, outcome.tool_choice) == ("ok", "json_schema", "")
+    assert outcome.plan.topic == "billing"
+
+
+def test_a_rejected_object_tool_choice_falls_back_to_required_and_is_remembered(llm):
+    llm.push(Reply(status=400))
+    outcome = _plan()
+    first, second = llm.chat_requests()
+    assert isinstance(first["tool_choice"], dict) and second["tool_choice"] == "required"
+    assert (outcome.status, outcome.tool_choice) == ("ok", "required")
+    # The endpoint is remembered: the next turn goes straight to "required".
+    _plan()
+    assert llm.chat_requests()[2]["tool_choice"] == "required"
+    assert len(llm.chat_requests()) == 3
+
+
+def test_an_ignored_object_tool_choice_falls_back_to_required(llm):
+    llm.push(Reply(content="Sure! Let me help you with your password."))  # answered instead of calling the tool
+    outcome = _plan()
+    assert [r["tool_choice"] for r in llm.chat_requests()][1] == "required"
+    assert (outcome.status, outcome.tool_choice, outcome.calls) == ("ok", "required", 2)
+
+
+@pytest.mark.parametrize("transport", ["tools", "json_schema"])
+def test_invalid_output_gets_exactly_one_repair_call_that_states_the_errors(llm, settings, transport):
+    settings.SGR_TRANSPORT = transport
+    bad = json.dumps(plan_args(spam_score=3))
+    llm.push(_tool_reply(bad) if transport == "tools" else Reply(content=bad))
+    llm.plan_args = plan_args(topic="repaired topic")
+    outcome = _plan()
+    first, repair = llm.chat_requests()
+    assert repair["messages"][: len(first["messages"])] == first["messages"]
+    assert repair["messages"][-2] == {"role": "assistant", "content": bad}
+    assert "spam_score" in repair["messages"][-1]["content"] and "less than or equal to 1" in repair["messages"][-1]["content"]
+    assert (outcome.status, outcome.calls) == ("repaired", 2)
+    assert outcome.plan.topic == "repaired topic"
+    assert outcome.raw_arguments == bad and json.loads(outcome.repair_raw_arguments)["topic"] == "repaired topic"
+    assert outcome.errors and "spam_score" in outcome.errors[0]
+
+
+def test_a_failed_repair_uses_the_deterministic_fallback(llm):
+    llm.push(_tool_reply("{not json"), _tool_reply(plan_args(action="clarify")))  # clarify without a question
+    outcome = _plan()
+    assert len(llm.chat_requests()) == 2  # one repair, never more
+    assert outcome.status == "fallback"
+    assert outcome.plan.action == "normal" and outcome.plan.subqueries == ["How do I reset my password?"]
+    assert outcome.plan.user_intent == "How do I reset my password?"
+    assert outcome.raw_arguments == "{not json"
+    assert outcome.errors[0].startswith("not valid JSON")
+    assert any(e.startswith("repair:") and "clarification_question" in e for e in outcome.errors)
+
+
+def test_the_system_prompt_carries_the_verdict_the_kb_relevance_and_the_clarify_context(llm):
+    context = PlanningContext(
+        verdict=Verdict(level="Controversial", categories=["politics", "elections"]),
+        language="ru",
+        kb_relevance=0.834,
+        previous_clarification="Which account do you mean?",
+    )
+    _plan(context)
+    system = llm.chat_requests()[0]["messages"][0]
+    assert system["role"] == "system"
+    assert "Guardian verdict for this message: Controversial (categories: politics, elections)" in system["content"]
+    assert "Knowledge-base relevance of the message: 0.83" in system["content"]
+    assert "Which account do you mean?" in system["content"]
+    assert "Conversation language: ru" in system["content"]
+    assert "{{" not in system["content"]
+
+
+def test_unknown_kb_relevance_is_said_so(llm):
+    _plan()
+    assert "Knowledge-base relevance of the message: unknown" in llm.chat_requests()[0]["messages"][0]["content"]
+
+
+def test_the_system_prompt_is_edited_in_the_database(llm):
+    prompt = PromptTemplate.objects.get(name="sgr_system", is_active=True)
+    prompt.body = "Plan carefully. Guardian says {{ guardian_level }}. Relevance {{ kb_relevance }}."
+    prompt.save()
+    _plan()
+    assert llm.chat_requests()[0]["messages"][0]["content"] == "Plan carefully. Guardian says Safe. Relevance unknown."
