@@ -1,6 +1,9 @@
-from django.contrib import admin
+from django import forms
+from django.contrib import admin, messages
+from django.http import HttpRequest
 
-from supportdesk.models import Conversation, Message, Turn, TurnEvent
+from supportdesk.apikeys import api_key_issue
+from supportdesk.models import ApiKey, Conversation, Message, Turn, TurnEvent
 
 
 class MessageInline(admin.TabularInline):
@@ -33,3 +36,28 @@ class TurnEventAdmin(admin.ModelAdmin):
     list_filter = ("type",)
     list_select_related = ("conversation",)
     readonly_fields = [f.name for f in TurnEvent._meta.fields]
+
+
+class ApiKeyForm(forms.ModelForm):
+    scopes = forms.MultipleChoiceField(
+        choices=[(scope, scope) for scope in ApiKey.SCOPES], widget=forms.CheckboxSelectMultiple
+    )
+
+    class Meta:
+        model = ApiKey
+        fields = ("name", "scopes", "revoked_at")
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(admin.ModelAdmin):
+    """Keys are generated on save and shown once; only their hash is stored."""
+
+    form = ApiKeyForm
+    list_display = ("name", "prefix", "scopes", "created_at", "last_used_at", "revoked_at")
+    readonly_fields = ("prefix", "created_at", "last_used_at")
+
+    def save_model(self, request: HttpRequest, obj: ApiKey, form: forms.ModelForm, change: bool) -> None:
+        raw = None if change else api_key_issue(api_key=obj)
+        super().save_model(request, obj, form, change)
+        if raw:
+            messages.warning(request, f"New API key (copy it now, it is not shown again): {raw}")

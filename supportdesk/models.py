@@ -133,3 +133,23 @@ class TurnEvent(models.Model):
             "turn": self.turn_id,
             "payload": self.payload,
         }
+
+
+class ApiKey(models.Model):
+    """A hashed API key with scopes; created in the admin, where the key is shown once."""
+
+    SCOPES = ("ask", "analyst")
+
+    name = models.CharField(max_length=200)
+    prefix = models.CharField(max_length=16, unique=True, editable=False)
+    key_hash = models.CharField(max_length=64, editable=False)
+    scopes = models.JSONField(default=list, help_text="Any of: ask, analyst")
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return f"{self.name} (sd_{self.prefix}_…)"
