@@ -78,6 +78,16 @@ def _slow(payload: Any, seconds: float) -> Callable[[dict[str, Any]], tuple[int,
     return handler
 
 
+def rules_replace() -> None:
+    """Replace every rule (the seed migration's included) with two known ones:
+    "developer mode" (jailbreak, Unsafe) and "passport" (pii, Controversial)."""
+    from guard.models import GuardRule
+
+    GuardRule.objects.all().delete()
+    GuardRule.objects.create(category="jailbreak", level="Unsafe", kind="keyword", pattern="developer mode")
+    GuardRule.objects.create(category="pii", level="Controversial", kind="keyword", pattern="passport")
+
+
 FAILURES = ("malformed", "timeout", "refused", "http_500")
 
 

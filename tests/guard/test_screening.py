@@ -9,7 +9,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from guard.models import GuardRule
 from guard.screening import message_screen
-from tests.guard.conftest import script_failure
+from tests.guard.conftest import rules_replace, script_failure
 from tests.llm_stub import Reply
 
 pytestmark = pytest.mark.django_db
@@ -18,9 +18,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def chain(guard, settings):
     settings.GUARD_PROVIDER = "rules,qwen3guard"
-    GuardRule.objects.all().delete()
-    GuardRule.objects.create(category="jailbreak", level="Unsafe", kind="keyword", pattern="developer mode")
-    GuardRule.objects.create(category="pii", level="Controversial", kind="keyword", pattern="passport")
+    rules_replace()
     return guard
 
 
@@ -90,3 +88,18 @@ def test_invalid_settings_are_refused_by_name(guard, settings, name, value):
     setattr(settings, name, value)
     with pytest.raises(ImproperlyConfigured, match=name):
         message_screen(text="hello", language="en")
+
+
+def test_the_system_check_names_the_missing_endpoint_and_invalid_values(settings):
+    from guard.checks import guard_settings_check
+
+    settings.GUARD_PROVIDER = "rules,mosec"
+    settings.GUARD_MOSEC_URL = ""
+    [error] = guard_settings_check()
+    assert error.id == "guard.E002" and "GUARD_MOSEC_URL" in error.msg
+    settings.GUARD_MODE = "sometimes"
+    [error] = guard_settings_check()
+    assert error.id == "guard.E001" and "GUARD_MODE" in error.msg
+    settings.GUARD_MODE = "enforce"
+    settings.GUARD_MOSEC_URL = "http://127.0.0.1:1/inference"
+    assert guard_settings_check() == []

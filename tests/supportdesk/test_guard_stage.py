@@ -13,7 +13,7 @@ from sgr.strings import ui_string
 from supportdesk.models import Message, Turn, TurnEvent
 from supportdesk.services import conversation_create, message_receive
 from supportdesk.tasks import answer_task, guard_task, sgr_task
-from tests.guard.conftest import MOSEC_PATH, guard, mosec_body, script_failure  # noqa: F401 (guard: fixture)
+from tests.guard.conftest import MOSEC_PATH, guard, mosec_body, rules_replace, script_failure  # noqa: F401 (guard: fixture)
 from tests.llm_stub import Reply
 
 pytestmark = pytest.mark.django_db
@@ -34,9 +34,7 @@ def turn_of(monkeypatch):
 @pytest.fixture
 def rules(guard, settings):
     settings.GUARD_PROVIDER = "rules"
-    GuardRule.objects.all().delete()
-    GuardRule.objects.create(category="jailbreak", level="Unsafe", kind="keyword", pattern="developer mode")
-    GuardRule.objects.create(category="pii", level="Controversial", kind="keyword", pattern="passport")
+    rules_replace()
     return guard
 
 
