@@ -14,7 +14,6 @@ from supportdesk.models import Message, Turn, TurnEvent
 from supportdesk.services import conversation_create, message_receive
 from supportdesk.tasks import answer_task, guard_task, sgr_task
 from tests.guard.conftest import MOSEC_PATH, guard, mosec_body, rules_replace, script_failure  # noqa: F401 (guard: fixture)
-from tests.llm_stub import Reply
 
 pytestmark = pytest.mark.django_db
 
