@@ -66,3 +66,12 @@ def test_screenings_are_filtered_by_level_status_and_provider(admin_client, quer
     shown = {check.raw_output for check in response.context["cl"].result_list}
     assert shown == expected
     assert GuardCheck.objects.count() == 3
+
+
+def test_rule_and_check_pages_render_and_checks_cannot_be_added_by_hand(admin_client):
+    rule = GuardRule.objects.create(category="pii", level="Controversial", kind="keyword", pattern="passport")
+    check = guard_check_record(turn_id=None, verdict=Verdict(provider="rules", status="flagged", level="Controversial"))
+    assert "passport" in admin_client.get("/admin/guard/guardrule/").content.decode()
+    assert admin_client.get(f"/admin/guard/guardrule/{rule.pk}/change/").status_code == 200
+    assert admin_client.get(f"/admin/guard/guardcheck/{check.pk}/change/").status_code == 200
+    assert admin_client.get("/admin/guard/guardcheck/add/").status_code == 403
