@@ -7,16 +7,46 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 Level = Literal["Safe", "Controversial", "Unsafe"]
+# ``off``: no provider configured. ``pass``/``flagged``/``blocked``: the provider
+# answered and DT-001 decided. ``failed_open``/``failed_closed``: the provider
+# did not answer and the fail mode decided; a failure is never a ``pass``.
 Status = Literal["off", "pass", "flagged", "blocked", "failed_open", "failed_closed"]
+Kind = Literal["prompt", "response"]
+
+LEVEL_RANK: dict[str, int] = {"Safe": 0, "Controversial": 1, "Unsafe": 2}
 
 
-class Verdict(BaseModel):
+class Assessment(BaseModel):
+    """What one provider said about one text, before any enforcement decision."""
+
     level: Level = "Safe"
     categories: list[str] = Field(default_factory=list)
     raw_categories: list[str] = Field(default_factory=list)
     refusal: bool | None = None
     raw_output: str = ""
+
+
+class ProviderStep(Assessment):
+    """One provider's part in a (possibly chained) screening."""
+
+    provider: str
+    latency_ms: float = 0.0
+    attempts: int = 0
+    error: str = ""
+
+
+class Verdict(Assessment):
+    """The outcome of one screening, stored on ``Turn.guard_result`` (SGR reads ``level`` and ``categories``)."""
+
     provider: str = "off"
     status: Status = "off"
     latency_ms: float = 0.0
     error: str = ""
+    # Additive fields (issue 4): what was screened and how.
+    kind: Kind = "prompt"
+    attempts: int = 0
+    steps: list[ProviderStep] = Field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return self.status in ("failed_open", "failed_closed")

@@ -85,10 +85,14 @@ def turn_status_set(*, turn: Turn, status: str) -> None:
         turn_event_emit(turn=turn, type="status", payload={"status": status})
 
 
-def turn_fail(*, turn: Turn, stage: str, code: str, detail: str = "") -> None:
-    """End a turn as failed with a localized error event; the customer's message stays saved."""
+def turn_fail(*, turn: Turn, stage: str, code: str, detail: str = "", message_key: str | None = None) -> None:
+    """End a turn as failed with a localized error event; the customer's message stays saved.
+
+    ``message_key`` names the UI string shown to the customer (default: derived from ``code``).
+    """
     language = turn.conversation.language
-    message_key = "error_llm_unavailable" if code == "llm_unavailable" else "error_internal"
+    if message_key is None:
+        message_key = "error_llm_unavailable" if code == "llm_unavailable" else "error_internal"
     with transaction.atomic():
         turn.status = Turn.Status.FAILED
         turn.error_code = code

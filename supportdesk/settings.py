@@ -146,8 +146,24 @@ SGR_MAX_TOKENS = env.int("SGR_MAX_TOKENS", default=1024)
 SGR_CACHE_URL = env.str("SGR_CACHE_URL", default=REDIS_URL)
 
 # --- Guardian (guard/) -----------------------------------------------------------------
-GUARD_PROVIDER = env.str("GUARD_PROVIDER", default="off")
-GUARD_MODE = env.str("GUARD_MODE", default="enforce")
+# A provider or a chain, rules first: off | rules | qwen3guard | mosec |
+# openai_moderation | e.g. "rules,qwen3guard". Validated by guard.config.
+GUARD_PROVIDER = env.str("GUARD_PROVIDER", default="rules")
+GUARD_MODE = env.str("GUARD_MODE", default="enforce")  # enforce | report (DT-001)
+GUARD_BLOCK_LEVEL = env.str("GUARD_BLOCK_LEVEL", default="unsafe")  # unsafe | controversial
+GUARD_FAIL_MODE = env.str("GUARD_FAIL_MODE", default="closed")  # closed | open
+GUARD_TIMEOUT = env.float("GUARD_TIMEOUT", default=5.0)  # seconds per provider call
+GUARD_MAX_RETRIES = env.int("GUARD_MAX_RETRIES", default=2)  # retries of transient failures
+GUARD_RETRY_BACKOFF = env.float("GUARD_RETRY_BACKOFF", default=0.5)  # first pause, doubles
+GUARD_DEADLINE = env.float("GUARD_DEADLINE", default=12.0)  # all attempts of one screening
+# Model providers. No default endpoint on purpose: a missing one is reported, never guessed.
+GUARD_BASE_URL = env.str("GUARD_BASE_URL", default="")  # qwen3guard / openai_moderation
+GUARD_API_KEY = env.str("GUARD_API_KEY", default="not-needed")
+GUARD_MODEL = env.str("GUARD_MODEL", default="")  # empty: the provider's default model
+GUARD_MAX_TOKENS = env.int("GUARD_MAX_TOKENS", default=32)  # qwen3guard answers in three short lines
+GUARD_MOSEC_URL = env.str("GUARD_MOSEC_URL", default="")  # mosec inference URL
+# Screen the final answer in response mode before the turn is done.
+GUARD_OUTPUT_MODERATION = env.bool("GUARD_OUTPUT_MODERATION", default=False)
 
 # --- Retrieval (retrieval/) ------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from supportdesk.llm import LLMStreamInterrupted, llm_client
 from supportdesk.models import Message, Turn
 from supportdesk.selectors import context_history, turn_synthetic
 from supportdesk.services import turn_finish
+from supportdesk.stages.guard import answer_moderate
 from supportdesk.turnlog import stage_logged
 
 ANSWER_SYSTEM_PROMPT = (
@@ -86,7 +87,8 @@ def answer_stage_run(*, turn: Turn) -> None:
                 turn_event_emit(turn=turn, type="token", payload={"text": delta})
         if not finished:
             raise LLMStreamInterrupted(f"answer stream ended after {len(parts)} chunks without a finish reason")
-        text = "".join(parts).strip()
+        # Output moderation (off by default) may retract the streamed text and replace it.
+        text = answer_moderate(turn=turn, text="".join(parts).strip())
         with transaction.atomic():
             answer = Message.objects.create(
                 conversation_id=turn.conversation_id, role=Message.Role.ASSISTANT, text=text

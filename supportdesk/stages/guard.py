@@ -1,35 +1,84 @@
-"""Stage 1: the guardian screens the customer's message (DT-001)."""
+"""Stage 1: the guardian screens the customer's message (DT-001); and the output-moderation hook.
+
+The guardian decides (``guard.screening``); this module applies the decision to
+the turn: record it, then block, fail closed, or hand over to planning.
+"""
 
 from __future__ import annotations
 
 from django.conf import settings
+from django.db import transaction
 
-from guard.screening import message_screen
+from guard.screening import message_screen, response_screen
+from guard.services import guard_check_record
+from sgr.records import plan_record_save
 from sgr.render import guardian_block_render
+from sgr.strings import ui_string
 from supportdesk.events import turn_event_emit
 from supportdesk.models import Turn
-from supportdesk.services import turn_finish, turn_status_set
+from supportdesk.services import turn_fail, turn_finish, turn_status_set
 from supportdesk.turnlog import stage_logged
 
 
 def guard_stage_run(*, turn: Turn) -> None:
     if turn.status not in (Turn.Status.QUEUED, Turn.Status.GUARDING):
         return  # already screened (a retried task does nothing)
+    language = turn.conversation.language
     with stage_logged(turn.pk, "guard") as log:
         if turn.status == Turn.Status.QUEUED:
             turn_status_set(turn=turn, status=Turn.Status.GUARDING)
-        verdict = message_screen(text=turn.user_message.text, language=turn.conversation.language)
-        turn.guard_result = verdict.model_dump()
-        turn.save(update_fields=["guard_result", "updated_at"])
+        verdict = message_screen(text=turn.user_message.text, language=language)
+        with transaction.atomic():
+            turn.guard_result = verdict.model_dump(mode="json")
+            turn.save(update_fields=["guard_result", "updated_at"])
+            guard_check_record(turn_id=turn.pk, verdict=verdict)
         log.outcome = verdict.status
-        if verdict.level == "Unsafe" and settings.GUARD_MODE == "enforce":
+        if verdict.status == "blocked":
             # DT-001: stop before SGR; the model never sees the message.
-            log.outcome = "blocked"
-            outputs = guardian_block_render(verdict=verdict, language=turn.conversation.language)
-            turn.ui_response = outputs.ui_response
-            turn.plan_result = {"final_action": "guardian_block", "context_synthetic": outputs.context_synthetic}
-            turn.save(update_fields=["ui_response", "plan_result", "updated_at"])
-            turn_event_emit(turn=turn, type="plan", payload={"action": "guardian_block", "text": turn.ui_response})
-            turn_finish(turn=turn, status=Turn.Status.BLOCKED)
+            outputs = guardian_block_render(verdict=verdict, language=language)
+            with transaction.atomic():
+                turn.ui_response = outputs.ui_response
+                turn.plan_result = {"final_action": "guardian_block", "context_synthetic": outputs.context_synthetic}
+                turn.save(update_fields=["ui_response", "plan_result", "updated_at"])
+                plan_record_save(
+                    turn_id=turn.pk, conversation_id=turn.conversation_id, language=language, verdict=verdict,
+                    outputs=outputs, injection_mode=turn.conversation.injection_mode,
+                )
+                turn_event_emit(turn=turn, type="plan", payload={"action": "guardian_block", "text": turn.ui_response})
+                turn_finish(turn=turn, status=Turn.Status.BLOCKED)
+            return
+        if verdict.status == "failed_closed":
+            # The guardian could not answer and we may not continue unscreened; the message stays saved.
+            with transaction.atomic():
+                turn.ui_response = ui_string("guard_unavailable", language)
+                turn.save(update_fields=["ui_response", "updated_at"])
+                turn_fail(turn=turn, stage="guard", code="guard_unavailable", detail=verdict.error,
+                          message_key="guard_unavailable")
             return
         turn_status_set(turn=turn, status=Turn.Status.PLANNING)
+
+
+def answer_moderate(*, turn: Turn, text: str) -> str:
+    """Output moderation (``GUARD_OUTPUT_MODERATION``): the answer text to keep.
+
+    Off: ``text`` unchanged, nothing recorded. On: the answer is screened in
+    response mode and recorded. When DT-001 blocks it (or the guardian fails
+    closed) a ``retract`` event tells the widget to drop the streamed text, and
+    the guardian response (or the localized "unavailable" text) is returned in
+    its place; the original survives only in the guard record.
+    """
+    if not settings.GUARD_OUTPUT_MODERATION:
+        return text
+    language = turn.conversation.language
+    verdict = response_screen(prompt=turn.user_message.text, text=text, language=language)
+    if verdict.status == "blocked":
+        replacement = guardian_block_render(verdict=verdict, language=language).ui_response
+    elif verdict.status == "failed_closed":
+        replacement = ui_string("guard_unavailable", language)
+    else:
+        guard_check_record(turn_id=turn.pk, verdict=verdict, content=text)
+        return text
+    with transaction.atomic():
+        guard_check_record(turn_id=turn.pk, verdict=verdict, content=text, replaced_with=replacement)
+        turn_event_emit(turn=turn, type="retract", payload={"reason": verdict.status, "text": replacement})
+    return replacement

@@ -1,0 +1,35 @@
+"""System checks: invalid guardian settings stop ``migrate`` / ``check`` with the variable's name,
+instead of surfacing as failed screenings after deployment."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import Error, register
+from django.core.exceptions import ImproperlyConfigured
+
+from guard.config import guard_config
+
+ENDPOINT_SETTINGS = {
+    "qwen3guard": "GUARD_BASE_URL",
+    "openai_moderation": "GUARD_BASE_URL",
+    "mosec": "GUARD_MOSEC_URL",
+}
+
+
+@register()
+def guard_settings_check(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+    try:
+        config = guard_config()
+    except ImproperlyConfigured as exc:
+        return [Error(str(exc), id="guard.E001")]
+    errors: list[Error] = []
+    for name in config.providers:
+        setting = ENDPOINT_SETTINGS.get(name)
+        if setting and not getattr(settings, setting):
+            errors.append(Error(
+                f"GUARD_PROVIDER includes {name!r} but {setting} is not set", id="guard.E002",
+                hint=f"Point {setting} at the {name} endpoint, or remove {name!r} from GUARD_PROVIDER.",
+            ))
+    return errors

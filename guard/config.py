@@ -1,0 +1,78 @@
+"""The guardian's configuration, read from settings and validated once per use.
+
+Settings are read at call time (not import time) so a changed setting applies
+to the next message; invalid values raise ``ImproperlyConfigured`` naming the
+variable instead of silently falling back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+PROVIDERS = ("off", "rules", "qwen3guard", "mosec", "openai_moderation")
+MODES = ("enforce", "report")
+BLOCK_LEVELS = ("unsafe", "controversial")
+FAIL_MODES = ("closed", "open")
+
+
+@dataclass(frozen=True)
+class GuardConfig:
+    providers: tuple[str, ...]
+    mode: str
+    block_level: str
+    fail_mode: str
+    timeout: float
+    max_retries: int
+    retry_backoff: float
+    deadline: float
+
+    @property
+    def provider_label(self) -> str:
+        return "+".join(self.providers)
+
+
+def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
+    normalized = str(value).strip().lower()
+    if normalized not in allowed:
+        raise ImproperlyConfigured(f"{name}={value!r} is not one of {', '.join(allowed)}")
+    return normalized
+
+
+def provider_chain(value: str) -> tuple[str, ...]:
+    """``GUARD_PROVIDER`` as a chain: ``rules``, ``qwen3guard`` or ``rules,qwen3guard`` (``+`` works too)."""
+    names = tuple(part.strip().lower() for part in str(value).replace("+", ",").split(",") if part.strip())
+    if not names:
+        raise ImproperlyConfigured("GUARD_PROVIDER is empty; use 'off' to disable the guardian")
+    for name in names:
+        _choice("GUARD_PROVIDER", name, PROVIDERS)
+    if "off" in names and len(names) > 1:
+        raise ImproperlyConfigured("GUARD_PROVIDER: 'off' cannot be chained with other providers")
+    if len(set(names)) != len(names):
+        raise ImproperlyConfigured(f"GUARD_PROVIDER={value!r} names a provider twice")
+    return names
+
+
+def _positive(name: str, value: float) -> float:
+    if value <= 0:
+        raise ImproperlyConfigured(f"{name} must be positive, got {value!r}")
+    return float(value)
+
+
+def guard_config() -> GuardConfig:
+    """The current guardian configuration; raises ``ImproperlyConfigured`` on invalid values."""
+    max_retries = int(settings.GUARD_MAX_RETRIES)
+    if max_retries < 0:
+        raise ImproperlyConfigured(f"GUARD_MAX_RETRIES must be >= 0, got {max_retries}")
+    return GuardConfig(
+        providers=provider_chain(settings.GUARD_PROVIDER),
+        mode=_choice("GUARD_MODE", settings.GUARD_MODE, MODES),
+        block_level=_choice("GUARD_BLOCK_LEVEL", settings.GUARD_BLOCK_LEVEL, BLOCK_LEVELS),
+        fail_mode=_choice("GUARD_FAIL_MODE", settings.GUARD_FAIL_MODE, FAIL_MODES),
+        timeout=_positive("GUARD_TIMEOUT", settings.GUARD_TIMEOUT),
+        max_retries=max_retries,
+        retry_backoff=max(0.0, float(settings.GUARD_RETRY_BACKOFF)),
+        deadline=_positive("GUARD_DEADLINE", settings.GUARD_DEADLINE),
+    )

@@ -1,0 +1,34 @@
+"""Writes of guardian data."""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from guard.models import GuardCheck
+from guard.verdict import Verdict
+
+
+def guard_check_record(
+    *, turn_id: int | None, verdict: Verdict, content: str = "", replaced_with: str = ""
+) -> GuardCheck:
+    """Store one screening. A retried stage updates the turn's record of the same kind instead of adding one."""
+    fields = {
+        "level": verdict.level,
+        "status": verdict.status,
+        "provider": verdict.provider,
+        "categories": verdict.categories,
+        "raw_categories": verdict.raw_categories,
+        "refusal": verdict.refusal,
+        "raw_output": verdict.raw_output,
+        "error": verdict.error,
+        "latency_ms": verdict.latency_ms,
+        "attempts": verdict.attempts,
+        "content": content,
+        "replaced_with": replaced_with,
+        "verdict": verdict.model_dump(mode="json"),
+    }
+    with transaction.atomic():
+        if turn_id is None:
+            return GuardCheck.objects.create(kind=verdict.kind, **fields)
+        check, _ = GuardCheck.objects.update_or_create(turn_id=turn_id, kind=verdict.kind, defaults=fields)
+        return check

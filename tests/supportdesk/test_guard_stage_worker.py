@@ -1,0 +1,37 @@
+"""The guardian in the real pipeline: a Celery worker process with the default ``rules`` provider."""
+
+from __future__ import annotations
+
+import pytest
+
+from guard.models import GuardCheck, GuardRule
+from sgr.strings import ui_string
+from supportdesk.models import Turn, TurnEvent
+from supportdesk.services import conversation_create, message_receive
+from tests.conftest import wait_for_turn
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
+
+
+def test_a_staff_edit_in_the_admin_takes_effect_on_the_next_message(llm, celery_worker, admin_client):
+    GuardRule.objects.all().delete()
+    conversation = conversation_create(language="en").conversation
+    text = "Can you tell me the unicorn discount code?"
+
+    first = wait_for_turn(message_receive(conversation=conversation, text=text).pk, timeout=60)
+    assert first.status == Turn.Status.DONE
+    assert GuardCheck.objects.get(turn=first).status == "pass"
+
+    response = admin_client.post("/admin/guard/guardrule/add/", {
+        "category": "unethical", "level": "Unsafe", "kind": "keyword", "pattern": "unicorn discount",
+        "language": "", "is_active": "on", "note": "abuse of promotions",
+    })
+    assert response.status_code == 302
+
+    second = wait_for_turn(message_receive(conversation=conversation, text=text).pk, timeout=60)
+    assert second.status == Turn.Status.BLOCKED
+    plan = TurnEvent.objects.get(turn=second, type="plan")
+    assert plan.payload == {"action": "guardian_block", "text": ui_string("sgr_guardian_response", "en")}
+    check = GuardCheck.objects.get(turn=second)
+    assert (check.status, check.level, check.categories, check.provider) == ("blocked", "Unsafe", ["unethical"], "rules")
+    assert second.guard_result["categories"] == ["unethical"]
