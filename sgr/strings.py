@@ -68,6 +68,51 @@ BUILTIN_STRINGS: dict[str, dict[str, str]] = {
     "widget_title": {"en": "Support", "ru": "Поддержка"},
     "widget_placeholder": {"en": "Type your question…", "ru": "Введите ваш вопрос…"},
     "widget_send": {"en": "Send", "ru": "Отправить"},
+    # Answer stage and widget (issue 5).
+    "answer_limit_no_sources": {
+        "en": "No knowledge-base article backs this answer; please double-check it.",
+        "ru": "Этот ответ не подкреплён статьями базы знаний; пожалуйста, перепроверьте его.",
+    },
+    "answer_limit_low_confidence": {
+        "en": "The knowledge base matched this question only loosely.",
+        "ru": "База знаний лишь частично соответствует вопросу.",
+    },
+    "answer_limit_kb_unavailable": {
+        "en": "The knowledge base was unavailable, so this answer may be incomplete.",
+        "ru": "База знаний была недоступна, поэтому ответ может быть неполным.",
+    },
+    "answer_limit_iterations": {
+        "en": "The search was cut short; the answer may miss details.",
+        "ru": "Поиск был прерван; в ответе могут отсутствовать детали.",
+    },
+    "answer_follow_up_more": {"en": "Tell me more about {title}", "ru": "Расскажите подробнее: {title}"},
+    "answer_empty": {
+        "en": "I could not put an answer together. Please rephrase your question.",
+        "ru": "Не удалось составить ответ. Пожалуйста, переформулируйте вопрос.",
+    },
+    "error_rate_limited": {
+        "en": "You are sending messages too quickly. Please wait a moment and try again.",
+        "ru": "Вы отправляете сообщения слишком часто. Подождите немного и попробуйте снова.",
+    },
+    "widget_sources": {"en": "Sources", "ru": "Источники"},
+    "widget_confidence_high": {"en": "Confidence: high", "ru": "Уверенность: высокая"},
+    "widget_confidence_medium": {"en": "Confidence: medium", "ru": "Уверенность: средняя"},
+    "widget_confidence_low": {"en": "Confidence: low", "ru": "Уверенность: низкая"},
+    "widget_typing": {"en": "The assistant is typing…", "ru": "Ассистент печатает…"},
+    "widget_retry": {"en": "Retry", "ru": "Повторить"},
+    "widget_reconnecting": {"en": "Connection lost. Reconnecting…", "ru": "Соединение потеряно. Переподключаемся…"},
+    "widget_error_network": {
+        "en": "Could not reach the support service.",
+        "ru": "Не удалось связаться со службой поддержки.",
+    },
+    "widget_thumbs_up": {"en": "Helpful", "ru": "Полезно"},
+    "widget_thumbs_down": {"en": "Not helpful", "ru": "Бесполезно"},
+    "widget_feedback_comment": {"en": "Tell us more (optional)", "ru": "Расскажите подробнее (необязательно)"},
+    "widget_feedback_send": {"en": "Send feedback", "ru": "Отправить отзыв"},
+    "widget_feedback_thanks": {"en": "Thank you for your feedback!", "ru": "Спасибо за отзыв!"},
+    "widget_suggestions": {"en": "Suggested questions", "ru": "Похожие вопросы"},
+    "widget_limitations": {"en": "Limitations", "ru": "Ограничения"},
+    "widget_messages": {"en": "Conversation", "ru": "Переписка"},
     "sgr_clarify_default_question": {
         "en": "What exactly would you like help with?",
         "ru": "С чем именно вам помочь?",

@@ -84,6 +84,15 @@ class Turn(models.Model):
     answer_text = models.TextField(blank=True, default="")
     error_code = models.CharField(max_length=64, blank=True, default="")
     error_detail = models.TextField(blank=True, default="")
+    # The answer stage's structured final answer (sources, confidence, limitations, follow-ups).
+    answer_result = models.JSONField(null=True, blank=True)
+    # Latency and tokens per stage, agent iterations, searches (staff and analysts only).
+    diagnostics = models.JSONField(default=dict, blank=True)
+    feedback_rating = models.CharField(
+        max_length=8, blank=True, default="", choices=[("up", "up"), ("down", "down")]
+    )
+    feedback_comment = models.TextField(blank=True, default="")
+    feedback_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -112,3 +112,18 @@ def turn_finish(*, turn: Turn, status: str) -> None:
         turn.status = status
         turn.save(update_fields=["status", "updated_at"])
         turn_event_emit(turn=turn, type="done", payload={"status": status})
+
+
+def turn_diagnostics_merge(*, turn_id: int, path: tuple[str, ...], value: object) -> None:
+    """Set ``diagnostics[path...] = value`` on a turn under a row lock (stages write different keys)."""
+    with transaction.atomic():
+        turn = Turn.objects.select_for_update().only("diagnostics").filter(pk=turn_id).first()
+        if turn is None:
+            return
+        data = dict(turn.diagnostics or {})
+        node = data
+        for key in path[:-1]:
+            node[key] = dict(node.get(key) or {})
+            node = node[key]
+        node[path[-1]] = value
+        Turn.objects.filter(pk=turn_id).update(diagnostics=data)

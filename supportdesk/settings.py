@@ -170,6 +170,21 @@ GUARD_OUTPUT_MODERATION = env.bool("GUARD_OUTPUT_MODERATION", default=False)
 # --- Messages -------------------------------------------------------------------------
 MESSAGE_MAX_CHARS = env.int("MESSAGE_MAX_CHARS", default=4000)
 
+# --- Answer, widget and API -------------------------------------------------------------
+# Tool rounds (search_kb calls) the answering agent may make before it must answer.
+AGENT_MAX_ITERATIONS = env.int("AGENT_MAX_ITERATIONS", default=3)
+# Retrieval relevance (0..1) at or above which the customer sees high / medium confidence.
+ANSWER_CONFIDENCE_HIGH = env.float("ANSWER_CONFIDENCE_HIGH", default=0.8)
+ANSWER_CONFIDENCE_MEDIUM = env.float("ANSWER_CONFIDENCE_MEDIUM", default=0.5)
+# Customer messages accepted per conversation / per client IP in a rolling minute (0: no limit).
+RATE_LIMIT_CONVERSATION_PER_MINUTE = env.int("RATE_LIMIT_CONVERSATION_PER_MINUTE", default=20)
+RATE_LIMIT_IP_PER_MINUTE = env.int("RATE_LIMIT_IP_PER_MINUTE", default=120)
+# Redis for the rate-limit counters.
+RATE_LIMIT_REDIS_URL = env.str("RATE_LIMIT_REDIS_URL", default=REDIS_URL)
+# How long POST /api/v1/ask waits for the pipeline before answering 504 (the turn keeps running).
+ASK_TIMEOUT = env.float("ASK_TIMEOUT", default=60.0)
+FEEDBACK_COMMENT_MAX_CHARS = env.int("FEEDBACK_COMMENT_MAX_CHARS", default=2000)
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

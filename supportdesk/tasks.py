@@ -16,7 +16,6 @@ from celery import Task, chain, shared_task
 from django.conf import settings
 
 from supportdesk.llm import LLMStreamInterrupted
-from supportdesk.models import TurnEvent
 from supportdesk.selectors import turn_get_for_stage
 from supportdesk.services import turn_fail
 from supportdesk.stages.answer import answer_stage_run
@@ -45,9 +44,9 @@ def stage_execute(task: Task, turn_id: int, stage: str, run: Callable[..., None]
     try:
         run(turn=turn)
     except TRANSIENT_ERRORS as exc:
-        # A stream cut after tokens reached the customer is not retried: a rerun would repeat them.
-        streamed = TurnEvent.objects.filter(turn=turn, type=TurnEvent.Type.TOKEN).exists()
-        if not streamed and task.request.retries < settings.STAGE_MAX_RETRIES:
+        # A retried answer stage first retracts what it streamed (answer_restart_clear), so a
+        # rerun after tokens reached the customer shows one answer, not two.
+        if task.request.retries < settings.STAGE_MAX_RETRIES:
             countdown = settings.STAGE_RETRY_BACKOFF * (2**task.request.retries)
             raise task.retry(exc=exc, countdown=countdown) from exc
         turn_fail(turn=turn, stage=stage, code="llm_unavailable", detail=f"{type(exc).__name__}: {exc}")

@@ -40,3 +40,18 @@ def stage_logged(turn_id: int, stage: str) -> Iterator[StageLog]:
             "tokens": record.tokens,
         }
         logger.info(json.dumps(line, ensure_ascii=False))
+        _stage_diagnostics_save(line)
+
+
+def _stage_diagnostics_save(line: dict[str, object]) -> None:
+    """Keep the stage's latency and tokens on the turn, for the debug view and ``ask/structured``."""
+    from supportdesk.services import turn_diagnostics_merge  # services import models; keep this module light
+
+    try:
+        turn_diagnostics_merge(
+            turn_id=int(line["turn_id"]),  # type: ignore[arg-type]
+            path=("stages", str(line["stage"])),
+            value={key: line[key] for key in ("outcome", "latency_ms", "tokens")},
+        )
+    except Exception:  # diagnostics must never fail a stage
+        logger.exception("could not store stage diagnostics")

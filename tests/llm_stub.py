@@ -276,7 +276,11 @@ class _Handler(BaseHTTPRequestHandler):
                 self._sse({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
                 if reply.chunk_delay:
                     time.sleep(reply.chunk_delay)
-            self._sse({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+            finish = "stop"
+            if reply.tool_calls:
+                self._stream_tool_calls(base, reply.tool_calls, reply.chunk_delay)
+                finish = "tool_calls"
+            self._sse({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
             if body.get("stream_options", {}).get("include_usage"):
                 prompt_tokens = _count_tokens(json.dumps(body.get("messages", [])))
                 self._sse({**base, "choices": [], "usage": {
@@ -286,6 +290,21 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
             pass
+
+    def _stream_tool_calls(self, base: dict[str, Any], calls: list[dict[str, Any]], chunk_delay: float) -> None:
+        """Streamed tool calls as OpenAI sends them: id and name first, then the arguments in pieces."""
+        for index, call in enumerate(calls):
+            head = {"index": index, "id": f"call_{uuid.uuid4().hex[:8]}", "type": "function",
+                    "function": {"name": call["name"], "arguments": ""}}
+            self._sse({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [head]},
+                                            "finish_reason": None}]})
+            arguments = call["arguments"]
+            half = len(arguments) // 2
+            for piece in (arguments[:half], arguments[half:]):
+                self._sse({**base, "choices": [{"index": 0, "delta": {"tool_calls": [
+                    {"index": index, "function": {"arguments": piece}}]}, "finish_reason": None}]})
+                if chunk_delay:
+                    time.sleep(chunk_delay)
 
     def _embeddings(self, body: dict[str, Any]) -> None:
         inputs = body.get("input", [])

@@ -1,27 +1,32 @@
-"""Stage 3: the streamed answer over the history and the synthetic plan message."""
+"""Stage 3: the answering agent over the history and the synthetic plan message, streamed and cited."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 
 from sgr.models import PlanRecord
 from sgr.records import plan_record_answer_save, plan_record_get
 from sgr.schema import TOOL_NAME
+from supportdesk.answer.agent import AgentOutcome, agent_run
+from supportdesk.answer.final import FinalAnswer, final_answer_build
 from supportdesk.events import turn_event_emit
-from supportdesk.llm import LLMStreamInterrupted, llm_client
-from supportdesk.models import Message, Turn
+from supportdesk.llm import llm_client
+from supportdesk.models import Message, Turn, TurnEvent
 from supportdesk.selectors import context_history, turn_synthetic
-from supportdesk.services import turn_finish
+from supportdesk.services import turn_diagnostics_merge, turn_finish
 from supportdesk.stages.guard import answer_moderate
 from supportdesk.turnlog import stage_logged
 
 ANSWER_SYSTEM_PROMPT = (
     "You are a helpful customer-support assistant. Answer the customer's last message "
-    "briefly and politely, following the analysis you wrote."
+    "briefly and politely, following the analysis you wrote. Look facts up with the "
+    "search_kb tool and cite the articles you use with their numbers, like [1]. "
+    "If the knowledge base does not cover the question, say so instead of guessing. "
+    "After the answer you may add one last line `FOLLOW-UPS: question | question | question` "
+    "with up to three short questions the customer might ask next."
 )
 
 
@@ -61,43 +66,68 @@ def answer_messages(*, turn: Turn) -> list[dict[str, Any]]:
 def answer_stage_run(*, turn: Turn) -> None:
     if turn.status != Turn.Status.ANSWERING:
         return
+    language = turn.conversation.language
     with stage_logged(turn.pk, "answer") as log:
-        stream = llm_client().chat.completions.create(
-            model=settings.LLM_MODEL,
+        answer_restart_clear(turn=turn)
+        outcome = agent_run(
+            client=llm_client(),
             messages=answer_messages(turn=turn),
-            temperature=settings.LLM_TEMPERATURE,
-            max_tokens=settings.LLM_MAX_TOKENS,
-            stream=True,
-            stream_options={"include_usage": True},
+            turn_id=turn.pk,
+            language=language,
+            on_token=lambda text: turn_event_emit(turn=turn, type="token", payload={"text": text}),
         )
-        parts: list[str] = []
-        finished = False
-        prompt_tokens: int | None = None
-        searched: list[str] = []  # the queries the answer's retrieval tool calls searched
-        for chunk in stream:
-            if chunk.usage is not None:
-                log.tokens = {"prompt": chunk.usage.prompt_tokens, "completion": chunk.usage.completion_tokens}
-                prompt_tokens = chunk.usage.prompt_tokens
-            if not chunk.choices:
-                continue
-            finished = finished or chunk.choices[0].finish_reason is not None
-            delta = chunk.choices[0].delta.content
-            if delta:
-                parts.append(delta)
-                turn_event_emit(turn=turn, type="token", payload={"text": delta})
-        if not finished:
-            raise LLMStreamInterrupted(f"answer stream ended after {len(parts)} chunks without a finish reason")
+        log.tokens = {"prompt": outcome.prompt_tokens, "completion": outcome.completion_tokens}
+        final = final_answer_build(
+            text=outcome.text, searches=outcome.searches, follow_ups=outcome.follow_ups,
+            hit_limit=outcome.hit_limit, language=language,
+        )
         # Output moderation (off by default) may retract the streamed text and replace it.
-        text = answer_moderate(turn=turn, text="".join(parts).strip())
-        with transaction.atomic():
-            answer = Message.objects.create(
-                conversation_id=turn.conversation_id, role=Message.Role.ASSISTANT, text=text
-            )
-            turn.answer_message = answer
-            turn.answer_text = text
-            turn.save(update_fields=["answer_message", "answer_text", "updated_at"])
-            turn_event_emit(turn=turn, type="answer", payload={"text": text, "sources": []})
-            turn_finish(turn=turn, status=Turn.Status.DONE)
+        text = answer_moderate(turn=turn, text=final.text)
+        if text != final.text:
+            final = final.model_copy(update={"text": text, "sources": [], "follow_ups": []})
+        answer_save(turn=turn, final=final, diagnostics=agent_diagnostics(outcome))
         # The injection-mode A/B measures; the answer is already saved whatever happens here.
-        plan_record_answer_save(turn_id=turn.pk, prompt_tokens=prompt_tokens, searched_queries=searched, answer_text=text)
+        plan_record_answer_save(
+            turn_id=turn.pk, prompt_tokens=outcome.prompt_tokens or None,
+            searched_queries=[s.query for s in outcome.searches], answer_text=text,
+        )
         log.outcome = "done"
+
+
+def answer_restart_clear(*, turn: Turn) -> None:
+    """A retried stage (stream cut, worker lost) may have streamed tokens: tell the widget to drop them.
+
+    The retract event comes before the new tokens, so a client replaying from any
+    ``last_seq`` ends with exactly one copy of the answer.
+    """
+    if TurnEvent.objects.filter(turn=turn, type=TurnEvent.Type.TOKEN).exists():
+        turn_event_emit(turn=turn, type="retract", payload={"reason": "retry", "text": ""})
+
+
+def agent_diagnostics(outcome: AgentOutcome) -> dict[str, Any]:
+    return {
+        "iterations": outcome.rounds,
+        "llm_calls": outcome.llm_calls,
+        "hit_limit": outcome.hit_limit,
+        "prompt_tokens": outcome.prompt_tokens,
+        "completion_tokens": outcome.completion_tokens,
+        "llm_wait_ms": round(outcome.llm_wait_ms, 2),
+        "first_token_ms": None if outcome.first_token_ms is None else round(outcome.first_token_ms, 2),
+        "searches": [s.model_dump(exclude={"context"}) for s in outcome.searches],
+    }
+
+
+def answer_save(*, turn: Turn, final: FinalAnswer, diagnostics: dict[str, Any]) -> None:
+    """Store the answer message and the structured answer, emit citations and the answer, end the turn."""
+    public = final.model_dump(exclude={"confidence_score", "invalid_citations"})
+    with transaction.atomic():
+        answer = Message.objects.create(conversation_id=turn.conversation_id, role=Message.Role.ASSISTANT, text=final.text)
+        turn.answer_message = answer
+        turn.answer_text = final.text
+        turn.answer_result = final.model_dump()
+        turn.save(update_fields=["answer_message", "answer_text", "answer_result", "updated_at"])
+        turn_diagnostics_merge(turn_id=turn.pk, path=("answer",), value=diagnostics)
+        for source in final.sources:
+            turn_event_emit(turn=turn, type="citation", payload=source.model_dump())
+        turn_event_emit(turn=turn, type="answer", payload=public)
+        turn_finish(turn=turn, status=Turn.Status.DONE)

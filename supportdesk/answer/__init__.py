@@ -1,0 +1,1 @@
+"""The answer stage's parts: the knowledge-base tool adapter, the agent loop, the final answer."""

@@ -1,0 +1,188 @@
+"""The answering agent: streamed completions with the ``search_kb`` tool only.
+
+One loop: the model either calls ``search_kb`` (a tool round; at most
+``AGENT_MAX_ITERATIONS`` of them) or answers. When the rounds are used up the
+last call offers no tools, so the model must answer with what it has. Text
+deltas go to ``on_token`` as they arrive; tool calls are assembled from their
+streamed pieces. The SGR tool is never offered (DT-003).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from openai import OpenAI
+
+from supportdesk.answer.kb import TOOL_NAME, KbResult, kb_search, kb_tool, kb_tool_message
+from supportdesk.answer.stream import TailFilter
+from supportdesk.llm import LLMStreamInterrupted
+
+TokenSink = Callable[[str], None]
+Search = Callable[..., KbResult]
+
+
+@dataclass
+class AgentOutcome:
+    text: str = ""
+    follow_ups: list[str] = field(default_factory=list)
+    rounds: int = 0  # tool rounds made
+    llm_calls: int = 0
+    hit_limit: bool = False  # the model still wanted to search when the rounds ran out
+    searches: list[KbResult] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    llm_wait_ms: float = 0.0  # time blocked on the model (request + waiting for chunks)
+    first_token_ms: float | None = None  # from the agent's start to the first streamed token
+
+
+@dataclass
+class _Call:
+    id: str = ""
+    name: str = ""
+    arguments: str = ""
+
+
+@dataclass
+class _Round:
+    content: str = ""
+    calls: dict[int, _Call] = field(default_factory=dict)
+    finished: bool = False
+
+
+def agent_run(
+    *,
+    client: OpenAI,
+    messages: list[dict[str, Any]],
+    turn_id: int,
+    language: str,
+    on_token: TokenSink,
+    search: Search = kb_search,
+) -> AgentOutcome:
+    outcome = AgentOutcome()
+    started = time.monotonic()
+    messages = list(messages)
+    tool = kb_tool()
+    max_rounds = max(0, settings.AGENT_MAX_ITERATIONS)
+    while True:
+        offer_tools = outcome.rounds < max_rounds
+        tail = TailFilter()
+
+        def emit(delta: str) -> None:
+            shown = tail.feed(delta)
+            if shown:
+                if outcome.first_token_ms is None:
+                    outcome.first_token_ms = (time.monotonic() - started) * 1000
+                on_token(shown)
+
+        current = _stream_round(client, messages, [tool] if offer_tools else None, emit, outcome)
+        rest = tail.finish()
+        if rest:
+            on_token(rest)
+        if current.calls and offer_tools:
+            outcome.rounds += 1
+            messages.extend(_tool_round(current, turn_id=turn_id, language=language, search=search, outcome=outcome))
+            continue
+        # Every allowed round went to searching, so this last call had to answer without tools.
+        outcome.hit_limit = not offer_tools and max_rounds > 0
+        outcome.text = tail.answer
+        outcome.follow_ups = tail.follow_ups
+        return outcome
+
+
+def _stream_round(
+    client: OpenAI, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, emit: TokenSink,
+    outcome: AgentOutcome,
+) -> _Round:
+    request: dict[str, Any] = {
+        "model": settings.LLM_MODEL,
+        "messages": messages,
+        "temperature": settings.LLM_TEMPERATURE,
+        "max_tokens": settings.LLM_MAX_TOKENS,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if tools:
+        request["tools"] = tools
+    outcome.llm_calls += 1
+    current = _Round()
+    for chunk in _timed(lambda: client.chat.completions.create(**request), outcome):
+        if chunk.usage is not None:
+            outcome.prompt_tokens += chunk.usage.prompt_tokens or 0
+            outcome.completion_tokens += chunk.usage.completion_tokens or 0
+        if not chunk.choices:
+            continue
+        choice = chunk.choices[0]
+        current.finished = current.finished or choice.finish_reason is not None
+        delta = choice.delta
+        if delta.content:
+            current.content += delta.content
+            emit(delta.content)
+        for piece in delta.tool_calls or []:
+            call = current.calls.setdefault(piece.index, _Call())
+            call.id = piece.id or call.id
+            if piece.function is not None:
+                call.name = piece.function.name or call.name
+                call.arguments += piece.function.arguments or ""
+    if not current.finished:
+        raise LLMStreamInterrupted(f"answer stream ended without a finish reason after {len(current.content)} chars")
+    return current
+
+
+def _timed(make: Callable[[], Any], outcome: AgentOutcome) -> Iterator[Any]:
+    """Iterate a stream, adding the time spent blocked on the model to ``llm_wait_ms``."""
+    began = time.monotonic()
+    stream = make()
+    outcome.llm_wait_ms += (time.monotonic() - began) * 1000
+    iterator = iter(stream)
+    while True:
+        began = time.monotonic()
+        try:
+            chunk = next(iterator)
+        except StopIteration:
+            outcome.llm_wait_ms += (time.monotonic() - began) * 1000
+            return
+        outcome.llm_wait_ms += (time.monotonic() - began) * 1000
+        yield chunk
+
+
+def _tool_round(current: _Round, *, turn_id: int, language: str, search: Search, outcome: AgentOutcome) -> list[dict[str, Any]]:
+    """The assistant's tool-call message and one tool message per call."""
+    calls = [current.calls[i] for i in sorted(current.calls)]
+    for number, call in enumerate(calls):
+        call.id = call.id or f"call_{turn_id}_{outcome.rounds}_{number}"
+    produced: list[dict[str, Any]] = [{
+        "role": "assistant",
+        "content": current.content or None,
+        "tool_calls": [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls
+        ],
+    }]
+    for call in calls:
+        produced.append({"role": "tool", "tool_call_id": call.id,
+                         "content": _tool_answer(call, turn_id=turn_id, language=language, search=search, outcome=outcome)})
+    return produced
+
+
+def _tool_answer(call: _Call, *, turn_id: int, language: str, search: Search, outcome: AgentOutcome) -> str:
+    if call.name != TOOL_NAME:
+        return f"Unknown tool {call.name!r}: the only tool is {TOOL_NAME}."
+    query = _query_of(call.arguments)
+    if not query:
+        return 'Invalid arguments: call search_kb with {"query": "<what to look up>"}.'
+    result = search(query=query, turn_id=turn_id, language=language)
+    outcome.searches.append(result)
+    return kb_tool_message(result, language)
+
+
+def _query_of(arguments: str) -> str:
+    try:
+        data = json.loads(arguments or "{}")
+    except ValueError:
+        return ""
+    query = data.get("query") if isinstance(data, dict) else None
+    return query.strip()[:2000] if isinstance(query, str) else ""

@@ -1,0 +1,80 @@
+"""The structured final answer: cited text, sources, confidence from retrieval, limitations, follow-ups."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from django.conf import settings
+from pydantic import BaseModel, Field
+
+from sgr.strings import ui_string
+from supportdesk.answer.kb import KbResult, KbSource
+
+CITATION = re.compile(r"\[(\d{1,3})\]")
+ConfidenceLevel = Literal["high", "medium", "low"]
+
+
+class FinalAnswer(BaseModel):
+    text: str
+    sources: list[KbSource] = Field(default_factory=list, description="The cited articles, by number.")
+    confidence: ConfidenceLevel = "low"
+    confidence_score: float | None = None  # retrieval's best relevance; staff only
+    limitations: list[str] = Field(default_factory=list)
+    follow_ups: list[str] = Field(default_factory=list, max_length=3)
+    invalid_citations: list[int] = Field(default_factory=list)
+
+
+def confidence_level(score: float | None) -> ConfidenceLevel:
+    if score is None:
+        return "low"
+    if score >= settings.ANSWER_CONFIDENCE_HIGH:
+        return "high"
+    return "medium" if score >= settings.ANSWER_CONFIDENCE_MEDIUM else "low"
+
+
+def final_answer_build(
+    *, text: str, searches: list[KbResult], follow_ups: list[str], hit_limit: bool, language: str
+) -> FinalAnswer:
+    """Resolve ``[n]`` against what the searches returned; drop numbers nothing was found for.
+
+    The confidence is retrieval's (the best relevance over the searches), capped
+    at low when the answer cites nothing: the model's own certainty is not asked.
+    """
+    known: dict[int, KbSource] = {}
+    for result in searches:
+        for source in result.sources:
+            known.setdefault(source.number, source)
+    invalid: list[int] = []
+    cited: dict[int, KbSource] = {}
+    for match in CITATION.finditer(text):
+        number = int(match.group(1))
+        if number in known:
+            cited.setdefault(number, known[number])
+        elif number not in invalid:
+            invalid.append(number)
+    clean = CITATION.sub(lambda m: m.group(0) if int(m.group(1)) in known else "", text).strip()
+    scores = [r.confidence for r in searches if r.confidence is not None]
+    score = max(scores) if scores else None
+    level = confidence_level(score) if cited else "low"
+    limitations: list[str] = []
+    if any(r.error for r in searches):
+        limitations.append(ui_string("answer_limit_kb_unavailable", language))
+    if not cited:
+        limitations.append(ui_string("answer_limit_no_sources", language))
+    elif level == "low":
+        limitations.append(ui_string("answer_limit_low_confidence", language))
+    if hit_limit:
+        limitations.append(ui_string("answer_limit_iterations", language))
+    if not follow_ups:
+        uncited = [s for s in known.values() if s.number not in cited]
+        follow_ups = [ui_string("answer_follow_up_more", language, title=s.title) for s in uncited]
+    return FinalAnswer(
+        text=clean or ui_string("answer_empty", language),
+        sources=[cited[n] for n in sorted(cited)],
+        confidence=level,
+        confidence_score=score,
+        limitations=limitations,
+        follow_ups=follow_ups[:3],
+        invalid_citations=invalid,
+    )

@@ -1,0 +1,100 @@
+"""The answer agent's one tool, ``search_kb``, as the conversation domain sees it.
+
+The retrieval app owns search (``retrieval.tool.search_kb``); this adapter turns
+its result into what the agent needs: the text the model reads, numbered
+sources, the calibrated confidence and the trace id. Retrieval failures become
+an empty result with an error, never a failed turn.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+logger = logging.getLogger(__name__)
+
+TOOL_NAME = "search_kb"
+
+FALLBACK_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": TOOL_NAME,
+        "description": "Search the knowledge base. Cite what you use with the [n] numbers returned.",
+        "parameters": {
+            "type": "object",
+            "properties": {"query": {"type": "string", "minLength": 1, "maxLength": 2000,
+                                     "description": "What to look up in the knowledge base."}},
+            "required": ["query"],
+        },
+    },
+}
+
+
+class KbSource(BaseModel):
+    """A citable article: ``[number]`` in the answer refers to it."""
+
+    number: int
+    title: str
+    url: str = ""  # an http(s) URL, else the document's path
+    excerpt: str = ""
+
+
+class KbResult(BaseModel):
+    query: str
+    context: str = ""
+    sources: list[KbSource] = Field(default_factory=list)
+    confidence: float | None = None  # best-hit relevance on retrieval's calibrated 0..1 scale
+    likely_relevant: bool = False
+    trace_id: int | None = None
+    error: str = ""
+
+
+def kb_tool() -> dict[str, Any]:
+    """The tool definition offered to the model (retrieval's when installed)."""
+    try:
+        from retrieval.tool import SEARCH_KB_TOOL
+    except ImportError:
+        return FALLBACK_TOOL
+    return dict(SEARCH_KB_TOOL)
+
+
+def kb_search(*, query: str, turn_id: int, language: str) -> KbResult:
+    """Search the knowledge base for one query of a turn; failures give an empty result."""
+    try:
+        from retrieval.tool import search_kb
+    except ImportError:
+        return KbResult(query=query, error="knowledge base not installed")
+    try:
+        result = search_kb(query, turn_id=turn_id, language=language)
+    except Exception as exc:  # a broken index must not fail the turn: the model answers without it
+        logger.exception("search_kb failed for turn %s", turn_id)
+        return KbResult(query=query, error=f"{type(exc).__name__}: {exc}")
+    excerpts = {article.number: article.text for article in result.articles}
+    sources = [
+        KbSource(number=s.number, title=s.title, url=s.url or s.source, excerpt=excerpt_of(excerpts.get(s.number, "")))
+        for s in result.sources
+    ]
+    return KbResult(
+        query=query,
+        context=result.context,
+        sources=sources,
+        confidence=result.confidence.top_score,
+        likely_relevant=result.confidence.likely_relevant,
+        trace_id=result.trace_id,
+    )
+
+
+def excerpt_of(text: str, limit: int = 240) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rsplit(" ", 1)[0] + "…"
+
+
+def kb_tool_message(result: KbResult, language: str) -> str:
+    """What the model reads back from one search."""
+    if result.context:
+        return result.context
+    return "No matching knowledge-base articles were found." if not result.error else (
+        "The knowledge base is unavailable right now; answer without it and say so."
+    )
