@@ -7,7 +7,7 @@ import json
 import pytest
 
 from supportdesk.models import Message, Turn, TurnEvent
-from supportdesk.services import conversation_create
+from supportdesk.services import conversation_create, message_receive
 from tests.conftest import wait_for_turn
 from tests.llm_stub import Reply
 
@@ -195,3 +195,22 @@ def test_stream_cut_midway_is_retried_after_a_retract_and_the_replay_has_one_ans
     assert replayed.connect()[0]
     rest = replayed.receive_until(lambda f: f["type"] == "done", timeout=10)
     assert [f["seq"] for f in rest] == [s for s in seqs if s > second_token]
+
+
+def test_an_idle_socket_still_gets_events_after_the_layer_blocking_timeout(ws_client, monkeypatch):
+    # A slow planning call leaves the socket idle for longer than the channel layer's
+    # 5 s blocking read: the live event must still arrive, and the socket stay open.
+    import time
+
+    from supportdesk.events import turn_event_emit
+
+    monkeypatch.setattr("supportdesk.services._enqueue_turn", lambda turn_id: None)  # no worker: we emit
+    created = conversation_create(language="en")
+    client = ws_client(_path(created.conversation, created.access_token))
+    assert client.connect()[0]
+    turn = message_receive(conversation=created.conversation, text="slow question")
+    client.receive_until(lambda f: f["type"] == "status")  # the queued status
+    time.sleep(6.5)
+    turn_event_emit(turn=turn, type="status", payload={"status": "planning"})
+    frame = client.receive(timeout=10)
+    assert frame["type"] == "status" and frame["payload"]["status"] == "planning"
