@@ -12,6 +12,7 @@ from sgr.strings import ui_string
 from supportdesk.answer.kb import KbResult, KbSource
 
 CITATION = re.compile(r"\[(\d{1,3})\]")
+SPACED_CITATION = re.compile(r"[ \t]*\[(\d{1,3})\]")
 ConfidenceLevel = Literal["high", "medium", "low"]
 
 
@@ -53,7 +54,7 @@ def final_answer_build(
             cited.setdefault(number, known[number])
         elif number not in invalid:
             invalid.append(number)
-    clean = CITATION.sub(lambda m: m.group(0) if int(m.group(1)) in known else "", text).strip()
+    clean = SPACED_CITATION.sub(lambda m: m.group(0) if int(m.group(1)) in known else "", text).strip()
     scores = [r.confidence for r in searches if r.confidence is not None]
     score = max(scores) if scores else None
     level = confidence_level(score) if cited else "low"

@@ -1,0 +1,146 @@
+"""The answering agent: search_kb rounds, the iteration limit, streamed tokens, the structured answer."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sgr.schema import TOOL_NAME as SGR_TOOL
+from supportdesk.answer.final import final_answer_build
+from supportdesk.answer.kb import KbResult, KbSource
+from supportdesk.models import Turn, TurnEvent
+from supportdesk.stages.answer import answer_stage_run
+from supportdesk.stages.plan import plan_stage_run
+from tests.llm_stub import Reply, ScriptedLLM
+from tests.sgr.factories import plan_args, sgr_isolated, turn_make
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("sgr_isolated")]
+__all__ = ["sgr_isolated"]
+
+
+def _search(query: str) -> Reply:
+    return Reply(tool_calls=[{"name": "search_kb", "arguments": json.dumps({"query": query})}])
+
+
+def _answer(llm: ScriptedLLM, *replies: Reply, text: str = "How do I reset my password?") -> Turn:
+    """Plan (default scripted plan) then run the answer stage in-process with ``replies`` scripted."""
+    llm.plan_args = plan_args()
+    turn = turn_make(text=text)
+    plan_stage_run(turn=turn)
+    llm.push(*replies)
+    answer_stage_run(turn=Turn.objects.select_related("conversation", "user_message").get(pk=turn.pk))
+    return Turn.objects.get(pk=turn.pk)
+
+
+def _events(turn: Turn, type: str) -> list[dict]:
+    return [e.payload for e in TurnEvent.objects.filter(turn=turn, type=type).order_by("seq")]
+
+
+def test_a_search_round_then_a_streamed_answer_with_follow_ups(llm):
+    turn = _answer(
+        llm,
+        _search("reset password"),
+        Reply(content="Open Settings and press Reset.\nFOLLOW-UPS: What if the email never comes? | Can I change my login?"),
+    )
+    assert turn.status == Turn.Status.DONE
+    answering = llm.chat_requests()[1:]
+    assert len(answering) == 2
+    for request in answering:
+        names = [t["function"]["name"] for t in request["tools"]]
+        assert names == ["search_kb"] and SGR_TOOL not in json.dumps(request["tools"])
+        assert request["stream"] is True and "tool_choice" not in request
+    call_message, tool_message = answering[1]["messages"][-2:]
+    assert call_message["tool_calls"][0]["function"] == {"name": "search_kb", "arguments": '{"query": "reset password"}'}
+    assert tool_message["role"] == "tool" and tool_message["tool_call_id"] == call_message["tool_calls"][0]["id"]
+
+    # The follow-up line is not streamed into the answer; the chips get it.
+    streamed = "".join(p["text"] for p in _events(turn, "token"))
+    assert streamed.strip() == "Open Settings and press Reset."
+    (answer,) = _events(turn, "answer")
+    assert answer["text"] == turn.answer_text == "Open Settings and press Reset."
+    assert answer["follow_ups"] == ["What if the email never comes?", "Can I change my login?"]
+    assert "confidence_score" not in answer  # scores are for staff, not customers (DT-004)
+
+    diagnostics = turn.diagnostics
+    assert diagnostics["answer"]["iterations"] == 1 and diagnostics["answer"]["llm_calls"] == 2
+    assert [s["query"] for s in diagnostics["answer"]["searches"]] == ["reset password"]
+    assert diagnostics["answer"]["prompt_tokens"] > 0
+    assert {"sgr", "answer"} <= set(diagnostics["stages"])
+    assert diagnostics["stages"]["answer"]["latency_ms"] >= 0
+    assert turn.plan_record.metadata["answer"]["searched_queries"] == ["reset password"]
+
+
+def test_the_iteration_limit_forces_an_answer_without_tools(llm, settings):
+    settings.AGENT_MAX_ITERATIONS = 2
+    turn = _answer(llm, _search("one"), _search("two"), Reply(content="Best I can say."))
+    answering = llm.chat_requests()[1:]
+    assert len(answering) == 3
+    assert "tools" in answering[0] and "tools" in answering[1] and "tools" not in answering[2]
+    assert turn.diagnostics["answer"]["iterations"] == 2
+    assert turn.diagnostics["answer"]["hit_limit"] is True
+    assert "cut short" in " ".join(turn.answer_result["limitations"])
+
+
+def test_no_iterations_allowed_means_no_tool_is_offered(llm, settings):
+    settings.AGENT_MAX_ITERATIONS = 0
+    turn = _answer(llm, Reply(content="Plain answer."))
+    assert "tools" not in llm.chat_requests()[-1]
+    assert turn.answer_text == "Plain answer." and turn.diagnostics["answer"]["hit_limit"] is False
+
+
+def test_bad_tool_arguments_and_unknown_tools_are_answered_not_fatal(llm):
+    turn = _answer(
+        llm,
+        Reply(tool_calls=[{"name": "search_kb", "arguments": "{oops"}, {"name": "delete_everything", "arguments": "{}"}]),
+        Reply(content="Answer anyway."),
+    )
+    assert turn.status == Turn.Status.DONE
+    tools = [m for m in llm.chat_requests()[-1]["messages"] if m["role"] == "tool"]
+    assert "Invalid arguments" in tools[0]["content"] and "Unknown tool" in tools[1]["content"]
+    assert turn.diagnostics["answer"]["searches"] == []
+
+
+def test_uncited_answers_get_low_confidence_and_a_localized_limitation(llm):
+    llm.plan_args = plan_args()
+    turn = turn_make(language="ru", text="Как сбросить пароль?")
+    plan_stage_run(turn=turn)
+    llm.push(Reply(content="Откройте настройки [7]."))
+    answer_stage_run(turn=Turn.objects.select_related("conversation", "user_message").get(pk=turn.pk))
+    turn.refresh_from_db()
+    assert turn.answer_text == "Откройте настройки."  # [7] pointed at nothing and is dropped
+    assert turn.answer_result["invalid_citations"] == [7]
+    assert turn.answer_result["confidence"] == "low" and turn.answer_result["sources"] == []
+    assert any("базы знаний" in item for item in turn.answer_result["limitations"])
+
+
+def _kb(query: str, confidence: float | None, *numbers: int, error: str = "") -> KbResult:
+    return KbResult(
+        query=query, confidence=confidence, error=error,
+        sources=[KbSource(number=n, title=f"Article {n}", url=f"https://kb.test/{n}", excerpt=f"text {n}") for n in numbers],
+    )
+
+
+@pytest.mark.parametrize(("score", "level"), [(0.95, "high"), (0.8, "high"), (0.6, "medium"), (0.2, "low"), (None, "low")])
+def test_confidence_comes_from_retrieval_not_from_the_model(score, level):
+    final = final_answer_build(text="See [1].", searches=[_kb("q", score, 1)], follow_ups=[], hit_limit=False, language="en")
+    assert final.confidence == level
+
+
+def test_citations_resolve_across_searches_and_uncited_articles_become_follow_ups():
+    final = final_answer_build(
+        text="Reset it [2], then log in [1][2].", searches=[_kb("a", 0.9, 1), _kb("b", 0.3, 2, 3)],
+        follow_ups=[], hit_limit=False, language="en",
+    )
+    assert [s.number for s in final.sources] == [1, 2]
+    assert final.sources[0].url == "https://kb.test/1" and final.sources[0].excerpt == "text 1"
+    assert final.confidence == "high" and final.confidence_score == 0.9
+    assert final.limitations == []
+    assert final.follow_ups == ["Tell me more about Article 3"]
+
+
+def test_a_failed_search_is_a_limitation():
+    final = final_answer_build(text="Hm.", searches=[_kb("a", None, error="boom")], follow_ups=["x"] * 5,
+                               hit_limit=False, language="en")
+    assert any("unavailable" in item for item in final.limitations)
+    assert final.follow_ups == ["x", "x", "x"]
