@@ -1,7 +1,13 @@
-"""The root NinjaAPI (``/api/``, OpenAPI docs at ``/api/docs``) and the customer endpoints."""
+"""The root NinjaAPI (``/api/``, OpenAPI docs at ``/api/docs``) and the customer endpoints.
+
+Customer endpoints take the conversation's access token (``X-Conversation-Token``):
+no token -> 401, a token of another conversation -> 403, an unknown id -> 404.
+"""
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any, Literal
 from uuid import UUID
 
 from django.http import HttpRequest
@@ -9,8 +15,8 @@ from ninja import NinjaAPI, Schema, Status
 from ninja.errors import HttpError
 
 from supportdesk.models import Conversation, Turn
-from supportdesk.selectors import conversation_get_authorized
-from supportdesk.services import MessageRejected, conversation_create, message_receive
+from supportdesk.selectors import conversation_get, conversation_messages, turn_of_conversation
+from supportdesk.services import MessageRejected, conversation_create, message_receive, turn_feedback_save
 
 api = NinjaAPI(title="SupportDesk API", version="1", urls_namespace="api")
 
@@ -31,22 +37,68 @@ class MessageIn(Schema):
     text: str
 
 
+class SourceOut(Schema):
+    number: int
+    title: str
+    url: str
+    excerpt: str = ""
+
+
 class TurnOut(Schema):
     id: int
     status: str
     ui_response: str
     answer: str
+    sources: list[SourceOut] = []
+    confidence: str | None = None
+    limitations: list[str] = []
+    follow_ups: list[str] = []
+    feedback: str = ""
+
+
+class MessageOut(Schema):
+    id: int
+    role: str
+    text: str
+    created_at: datetime
+    turn: int | None
+
+
+class FeedbackIn(Schema):
+    rating: Literal["up", "down"]
+    comment: str = ""
+
+
+class FeedbackOut(Schema):
+    rating: str
+    comment: str
+
+
+def client_ip(request: HttpRequest) -> str | None:
+    return request.META.get("REMOTE_ADDR") or None
 
 
 def _authorized_conversation(request: HttpRequest, public_id: UUID) -> Conversation:
     token = request.headers.get(TOKEN_HEADER, "")
     if not token:
         raise HttpError(401, f"Missing {TOKEN_HEADER} header.")
-    conversation = conversation_get_authorized(public_id=public_id, token=token)
+    conversation = conversation_get(public_id=public_id)
     if conversation is None:
-        # The same answer for an unknown id and a wrong token: ids are not probeable.
-        raise HttpError(403, "Unknown conversation or wrong token.")
+        raise HttpError(404, "Unknown conversation.")
+    if not conversation.token_matches(token):
+        raise HttpError(403, "This token does not open this conversation.")
     return conversation
+
+
+def _authorized_turn(request: HttpRequest, public_id: UUID, turn_id: int) -> Turn:
+    turn = turn_of_conversation(conversation=_authorized_conversation(request, public_id), turn_id=turn_id)
+    if turn is None:
+        raise HttpError(404, "Unknown turn.")
+    return turn
+
+
+def rejected(exc: MessageRejected) -> HttpError:
+    return HttpError(429 if exc.code == "rate_limited" else 422, exc.text)
 
 
 @api.post("/conversations", response={201: ConversationOut}, tags=["conversations"])
@@ -62,20 +114,44 @@ def create_conversation(request: HttpRequest, payload: ConversationIn) -> Status
 def post_message(request: HttpRequest, public_id: UUID, payload: MessageIn) -> Status:
     conversation = _authorized_conversation(request, public_id)
     try:
-        turn = message_receive(conversation=conversation, text=payload.text)
+        turn = message_receive(conversation=conversation, text=payload.text, client_ip=client_ip(request))
     except MessageRejected as exc:
-        raise HttpError(422, exc.text) from exc
-    return Status(202, _turn_out(turn))
+        raise rejected(exc) from exc
+    return Status(202, turn_out(turn))
+
+
+@api.get("/conversations/{public_id}/messages", response=list[MessageOut], tags=["conversations"])
+def list_messages(request: HttpRequest, public_id: UUID) -> list[dict[str, Any]]:
+    return conversation_messages(conversation=_authorized_conversation(request, public_id))
 
 
 @api.get("/conversations/{public_id}/turns/{turn_id}", response=TurnOut, tags=["conversations"])
 def get_turn(request: HttpRequest, public_id: UUID, turn_id: int) -> dict:
-    conversation = _authorized_conversation(request, public_id)
-    turn = Turn.objects.filter(conversation=conversation, pk=turn_id).first()
-    if turn is None:
-        raise HttpError(404, "Unknown turn.")
-    return _turn_out(turn)
+    return turn_out(_authorized_turn(request, public_id, turn_id))
 
 
-def _turn_out(turn: Turn) -> dict:
-    return {"id": turn.pk, "status": turn.status, "ui_response": turn.ui_response, "answer": turn.answer_text}
+@api.post("/conversations/{public_id}/turns/{turn_id}/feedback", response=FeedbackOut, tags=["conversations"])
+def post_feedback(request: HttpRequest, public_id: UUID, turn_id: int, payload: FeedbackIn) -> dict:
+    turn = _authorized_turn(request, public_id, turn_id)
+    try:
+        turn = turn_feedback_save(turn=turn, rating=payload.rating, comment=payload.comment)
+    except MessageRejected as exc:
+        raise rejected(exc) from exc
+    return {"rating": turn.feedback_rating, "comment": turn.feedback_comment}
+
+
+def turn_out(turn: Turn) -> dict:
+    answer = turn.answer_result or {}
+    return {
+        "id": turn.pk, "status": turn.status, "ui_response": turn.ui_response, "answer": turn.answer_text,
+        "sources": answer.get("sources", []), "confidence": answer.get("confidence"),
+        "limitations": answer.get("limitations", []), "follow_ups": answer.get("follow_ups", []),
+        "feedback": turn.feedback_rating,
+    }
+
+
+from supportdesk.api_ask import router as ask_router  # noqa: E402  (routers import the helpers above)
+from supportdesk.api_widget import router as widget_router  # noqa: E402
+
+api.add_router("/v1", ask_router)
+api.add_router("/widget", widget_router)

@@ -70,12 +70,16 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
             return
         try:
             turn = await database_sync_to_async(message_receive)(
-                conversation=self.conversation, text=content.get("text")
+                conversation=self.conversation, text=content.get("text"), client_ip=self._client_ip()
             )
         except MessageRejected as exc:
             await self._send_error(exc.code, exc.text)
             return
         await self.send_json({"type": "accepted", "seq": None, "turn": turn.pk, "payload": {}})
+
+    def _client_ip(self) -> str | None:
+        client = self.scope.get("client")
+        return str(client[0]) if client else None
 
     async def turn_event(self, message: dict[str, Any]) -> None:
         await self._send_frame(message["frame"])

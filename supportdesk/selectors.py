@@ -63,3 +63,27 @@ def context_history(*, turn: Turn) -> list[dict[str, str]]:
         if past.answer_message is not None:
             messages.append({"role": "assistant", "content": past.answer_message.text})
     return messages
+
+
+def conversation_get(*, public_id: Any) -> Conversation | None:
+    return Conversation.objects.filter(public_id=public_id).first()
+
+
+def conversation_messages(*, conversation: Conversation) -> list[dict[str, Any]]:
+    """The conversation's messages in order, each with the turn it started or answered."""
+    rows = []
+    turn_of: dict[int, int] = {}
+    for turn_id, user_id, answer_id in Turn.objects.filter(conversation=conversation).values_list(
+        "id", "user_message_id", "answer_message_id"
+    ):
+        turn_of[user_id] = turn_id
+        if answer_id:
+            turn_of[answer_id] = turn_id
+    for message in conversation.messages.order_by("created_at", "id"):
+        rows.append({"id": message.pk, "role": message.role, "text": message.text,
+                     "created_at": message.created_at, "turn": turn_of.get(message.pk)})
+    return rows
+
+
+def turn_of_conversation(*, conversation: Conversation, turn_id: int) -> Turn | None:
+    return Turn.objects.filter(conversation=conversation, pk=turn_id).select_related("conversation").first()

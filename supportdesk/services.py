@@ -7,10 +7,12 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from sgr.strings import supported_language, ui_string
 from supportdesk.events import turn_event_emit
 from supportdesk.models import Conversation, Message, Turn, new_access_token, token_hash
+from supportdesk.ratelimit import rate_limit_exceeded
 
 
 class MessageRejected(ValueError):
@@ -56,13 +58,26 @@ def message_validate(*, text: object, language: str) -> str:
     return cleaned
 
 
-def message_receive(*, conversation: Conversation, text: object) -> Turn:
+def message_rate_check(*, conversation: Conversation, client_ip: str | None) -> None:
+    """Raise :class:`MessageRejected` (``rate_limited``) when the conversation or the IP sends too fast."""
+    over = rate_limit_exceeded(
+        key=f"conversation:{conversation.pk}", limit=settings.RATE_LIMIT_CONVERSATION_PER_MINUTE
+    )
+    if client_ip:
+        over = rate_limit_exceeded(key=f"ip:{client_ip}", limit=settings.RATE_LIMIT_IP_PER_MINUTE) or over
+    if over:
+        raise MessageRejected("rate_limited", ui_string("error_rate_limited", conversation.language))
+
+
+def message_receive(*, conversation: Conversation, text: object, client_ip: str | None = None) -> Turn:
     """Save the customer's message and its turn atomically, then start the pipeline.
 
     The message is committed before anything can fail downstream; the Celery chain
-    is enqueued only after the commit, so workers always find the rows.
+    is enqueued only after the commit, so workers always find the rows. A rejected
+    message (empty, too long, too fast) is not saved: the client keeps it to retry.
     """
     cleaned = message_validate(text=text, language=conversation.language)
+    message_rate_check(conversation=conversation, client_ip=client_ip)
     with transaction.atomic():
         message = Message.objects.create(conversation=conversation, role=Message.Role.USER, text=cleaned)
         turn = Turn.objects.create(conversation=conversation, user_message=message)
@@ -127,3 +142,22 @@ def turn_diagnostics_merge(*, turn_id: int, path: tuple[str, ...], value: object
             node = node[key]
         node[path[-1]] = value
         Turn.objects.filter(pk=turn_id).update(diagnostics=data)
+
+
+def turn_feedback_save(*, turn: Turn, rating: str, comment: str = "") -> Turn:
+    """Store the customer's thumbs up/down (and optional comment) on the turn; the last one wins."""
+    language = turn.conversation.language
+    if rating not in ("up", "down"):
+        raise MessageRejected("feedback_rating", ui_string("error_feedback_rating", language))
+    comment = comment.strip()
+    if len(comment) > settings.FEEDBACK_COMMENT_MAX_CHARS:
+        raise MessageRejected(
+            "feedback_comment_too_long",
+            ui_string("error_feedback_comment_too_long", language, max=settings.FEEDBACK_COMMENT_MAX_CHARS),
+        )
+    with transaction.atomic():
+        turn.feedback_rating = rating
+        turn.feedback_comment = comment
+        turn.feedback_at = timezone.now()
+        turn.save(update_fields=["feedback_rating", "feedback_comment", "feedback_at", "updated_at"])
+    return turn

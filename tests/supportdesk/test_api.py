@@ -79,6 +79,6 @@ def test_credentials_are_checked(client, no_enqueue):
                        headers={"X-Conversation-Token": other["token"]})
     assert resp.status_code == 403
     unknown = "/api/conversations/00000000-0000-0000-0000-000000000000/turns/1"
-    assert client.get(unknown, headers={"X-Conversation-Token": body["token"]}).status_code == 403
+    assert client.get(unknown, headers={"X-Conversation-Token": body["token"]}).status_code == 404
     missing_turn = f"/api/conversations/{body['id']}/turns/999999"
     assert client.get(missing_turn, headers={"X-Conversation-Token": body["token"]}).status_code == 404

@@ -1,0 +1,192 @@
+"""The public API: customer endpoints, feedback, ask and ask/structured, staff debug, limits."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.test import Client
+
+from supportdesk.apikeys import api_key_create
+from supportdesk.models import Conversation, Message, Turn
+from supportdesk.ratelimit import rate_limits_reset
+from tests.conftest import wait_for_turn
+from tests.llm_stub import Reply
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _fresh_limits():
+    rate_limits_reset()
+    yield
+    rate_limits_reset()
+
+
+@pytest.fixture
+def no_enqueue(monkeypatch):
+    enqueued: list[int] = []
+    monkeypatch.setattr("supportdesk.services._enqueue_turn", enqueued.append)
+    return enqueued
+
+
+def _create(client: Client, language: str = "en") -> dict:
+    resp = client.post("/api/conversations", {"language": language}, content_type="application/json")
+    assert resp.status_code == 201
+    return resp.json()
+
+
+def _post(client: Client, conv: dict, text: str, token: str | None = None):
+    return client.post(f"/api/conversations/{conv['id']}/messages", {"text": text}, content_type="application/json",
+                       headers={"X-Conversation-Token": token or conv["token"]})
+
+
+def test_every_customer_endpoint_is_in_the_openapi_schema(client):
+    paths = client.get("/api/openapi.json").json()["paths"]
+    for path in ("/api/conversations", "/api/conversations/{public_id}/messages",
+                 "/api/conversations/{public_id}/turns/{turn_id}",
+                 "/api/conversations/{public_id}/turns/{turn_id}/feedback",
+                 "/api/v1/ask", "/api/v1/ask/structured", "/api/widget/config"):
+        assert path in paths, path
+
+
+def test_a_customer_token_cannot_read_or_write_another_conversation(client, no_enqueue):
+    mine, theirs = _create(client), _create(client)
+    assert _post(client, theirs, "their secret").status_code == 202
+    turn_id = Turn.objects.get(conversation__public_id=theirs["id"]).pk
+    headers = {"X-Conversation-Token": mine["token"]}
+    base = f"/api/conversations/{theirs['id']}"
+    assert client.get(f"{base}/messages", headers=headers).status_code == 403
+    assert client.get(f"{base}/turns/{turn_id}", headers=headers).status_code == 403
+    assert client.post(f"{base}/turns/{turn_id}/feedback", {"rating": "up"}, content_type="application/json",
+                       headers=headers).status_code == 403
+    assert _post(client, theirs, "hijack", token=mine["token"]).status_code == 403
+    # Their turn through my conversation: unknown to me.
+    assert client.get(f"/api/conversations/{mine['id']}/turns/{turn_id}", headers=headers).status_code == 404
+    assert client.get(f"{base}/messages").status_code == 401
+    assert client.get("/api/conversations/00000000-0000-0000-0000-000000000000/messages",
+                      headers=headers).status_code == 404
+    assert list(Message.objects.values_list("text", flat=True)) == ["their secret"]
+
+
+@pytest.mark.parametrize(("payload", "status"), [({}, 422), ({"text": 5}, 422), ({"text": ""}, 422),
+                                                  ({"text": "x" * 4001}, 422)])
+def test_malformed_or_bad_messages_get_422(client, no_enqueue, payload, status):
+    conv = _create(client, "ru")
+    resp = client.post(f"/api/conversations/{conv['id']}/messages", payload, content_type="application/json",
+                       headers={"X-Conversation-Token": conv["token"]})
+    assert resp.status_code == status
+    assert not Message.objects.exists() and no_enqueue == []
+
+
+def test_oversized_message_error_is_localized(client, no_enqueue):
+    conv = _create(client, "ru")
+    resp = _post(client, conv, "x" * 4001)
+    assert resp.status_code == 422 and "слишком длинное" in resp.json()["detail"]
+
+
+def test_feedback_is_stored_on_the_turn_and_validated(client, no_enqueue):
+    conv = _create(client)
+    turn_id = _post(client, conv, "hello").json()["id"]
+    url = f"/api/conversations/{conv['id']}/turns/{turn_id}/feedback"
+    headers = {"X-Conversation-Token": conv["token"]}
+    resp = client.post(url, {"rating": "down", "comment": " too vague "}, content_type="application/json", headers=headers)
+    assert resp.status_code == 200 and resp.json() == {"rating": "down", "comment": "too vague"}
+    turn = Turn.objects.get(pk=turn_id)
+    assert turn.feedback_rating == "down" and turn.feedback_comment == "too vague" and turn.feedback_at
+    assert client.post(url, {"rating": "meh"}, content_type="application/json", headers=headers).status_code == 422
+    long = client.post(url, {"rating": "up", "comment": "x" * 2001}, content_type="application/json", headers=headers)
+    assert long.status_code == 422 and "2000" in long.json()["detail"]
+    assert client.get(f"/api/conversations/{conv['id']}/turns/{turn_id}", headers=headers).json()["feedback"] == "down"
+
+
+def test_per_conversation_and_per_ip_rate_limits(client, no_enqueue, settings):
+    settings.RATE_LIMIT_CONVERSATION_PER_MINUTE = 2
+    settings.RATE_LIMIT_IP_PER_MINUTE = 3
+    first = _create(client, "ru")
+    assert [_post(client, first, f"m{i}").status_code for i in range(3)] == [202, 202, 429]
+    limited = _post(client, first, "again")
+    assert "слишком часто" in limited.json()["detail"]
+    second = _create(client)
+    # The IP has now sent 4 (one over) in this window: another conversation is limited too.
+    assert _post(client, second, "new conversation").status_code == 429
+    other_ip = client.post(f"/api/conversations/{second['id']}/messages", {"text": "hi"}, content_type="application/json",
+                           headers={"X-Conversation-Token": second["token"]}, REMOTE_ADDR="10.0.0.9")
+    assert other_ip.status_code == 202
+    assert Message.objects.count() == 3  # rejected messages were not saved; the client keeps them
+
+
+def test_ask_needs_an_api_key_with_the_ask_scope(client, no_enqueue):
+    analyst = api_key_create(name="analyst", scopes=["analyst"]).raw_key
+    for path in ("/api/v1/ask", "/api/v1/ask/structured"):
+        assert client.post(path, {"text": "hi"}, content_type="application/json").status_code == 401
+        assert client.post(path, {"text": "hi"}, content_type="application/json",
+                           headers={"X-API-Key": "sd_nope_nope"}).status_code == 401
+        assert client.post(path, {"text": "hi"}, content_type="application/json",
+                           headers={"X-API-Key": analyst}).status_code == 403
+    key = api_key_create(name="integrator", scopes=["ask"]).raw_key
+    empty = client.post("/api/v1/ask", {"text": "  "}, content_type="application/json", headers={"X-API-Key": key})
+    assert empty.status_code == 422 and "empty" in empty.json()["detail"]
+    assert not Conversation.objects.exists() and no_enqueue == []
+
+
+def test_widget_config_has_localized_strings_and_says_who_is_staff(client, django_user_model):
+    config = client.get("/api/widget/config?lang=ru").json()
+    assert config["language"] == "ru" and config["staff"] is False
+    assert config["strings"]["widget_send"] == "Отправить" and config["strings"]["widget_retry"] == "Повторить"
+    staff = django_user_model.objects.create_user("staff", password="pw", is_staff=True)
+    client.force_login(staff)
+    assert client.get("/api/widget/config").json()["staff"] is True
+
+
+def test_debug_view_is_for_staff_only(client, no_enqueue, django_user_model):
+    conv = _create(client)
+    turn_id = _post(client, conv, "hello").json()["id"]
+    url = f"/api/widget/turns/{turn_id}/debug"
+    assert client.get(url, headers={"X-Conversation-Token": conv["token"]}).status_code == 401
+    client.force_login(django_user_model.objects.create_user("customer", password="pw"))
+    assert client.get(url).status_code == 403
+    client.force_login(django_user_model.objects.create_user("staff", password="pw", is_staff=True))
+    body = client.get(url).json()
+    assert body["turn"] == turn_id and set(body["badges"]) == {"spam_score", "retrieval_confidence", "searches"}
+    assert client.get("/api/widget/turns/999999/debug").status_code == 404
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_rest_turn_ask_and_ask_structured_run_the_worker_pipeline(client, llm, celery_worker, django_user_model):
+    rate_limits_reset()
+    llm.answer_text = "Use the reset link on the login page."
+    conv = _create(client)
+    headers = {"X-Conversation-Token": conv["token"]}
+    turn_id = _post(client, conv, "How do I reset my password?").json()["id"]
+    wait_for_turn(turn_id, timeout=60)
+    turn = client.get(f"/api/conversations/{conv['id']}/turns/{turn_id}", headers=headers).json()
+    assert turn["status"] == "done" and turn["answer"] == llm.answer_text
+    assert turn["confidence"] == "low" and turn["sources"] == [] and turn["limitations"]
+    assert "reset their password" in turn["ui_response"]
+    messages = client.get(f"/api/conversations/{conv['id']}/messages", headers=headers).json()
+    assert [(m["role"], m["turn"]) for m in messages] == [("user", turn_id), ("assistant", turn_id)]
+
+    key = api_key_create(name="integrator", scopes=["ask"]).raw_key
+    asked = client.post("/api/v1/ask", {"text": "How do I reset my password?"}, content_type="application/json",
+                        headers={"X-API-Key": key})
+    assert asked.status_code == 200 and asked.json()["answer_text"] == llm.answer_text
+    llm.push(Reply(tool_calls=[{"name": "analyse_user_request", "arguments": json.dumps(llm.plan_args)}]),
+             Reply(tool_calls=[{"name": "search_kb", "arguments": '{"query": "password reset"}'}]),
+             Reply(content="Here is how."))
+    structured = client.post("/api/v1/ask/structured", {"text": "Reset?", "language": "en"},
+                             content_type="application/json", headers={"X-API-Key": key}).json()
+    assert structured["answer_text"] == "Here is how." and structured["final_action"] == "normal"
+    assert structured["plan"]["user_intent"] == llm.plan_args["user_intent"]
+    assert [q["queries"] for q in structured["per_query_results"]] == [["password reset"]]
+    assert structured["diagnostics"]["answer"]["iterations"] == 1
+    assert {"guard", "sgr", "answer"} <= set(structured["diagnostics"]["stages"])
+    assert structured["diagnostics"]["planner"]["prompt_tokens"] > 0
+
+    # The staff debug view of the same turn.
+    client.force_login(django_user_model.objects.create_user("staff", password="pw", is_staff=True))
+    debug = client.get(f"/api/widget/turns/{structured['turn_id']}/debug").json()
+    assert debug["badges"]["searches"] == 1 and debug["badges"]["spam_score"] == llm.plan_args["spam_score"]
+    assert debug["analysis"] and "## Response" not in debug["analysis"]
+    assert debug["guardian"]["level"] == "Safe"
