@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from devstack.processes import ProcessGroup, StackError, free_port, require_port, say, tcp_ready, wait_until
-from devstack.services import llm_start, postgres_start, redis_start
+from devstack.services import browser_ensure, llm_start, postgres_start, redis_start
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / ".data"
@@ -120,6 +120,7 @@ def run() -> int:
 
 
 def test(pytest_args: list[str]) -> int:
+    browser_ensure()
     return _with_throwaway_services("test", [sys.executable, "-m", "pytest", *pytest_args], migrate=False)
 
 

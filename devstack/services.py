@@ -128,3 +128,23 @@ def llm_start(group: ProcessGroup, *, port: int, model_alias: str, threads: int)
 
     wait_until(healthy, timeout=120, what="llama-server", proc=child.proc, log=group.log_path("llama-server"))
     return f"http://127.0.0.1:{port}/v1"
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def browser_ensure() -> None:
+    """The widget's end-to-end tests drive Debian's Chromium: install it when missing and we are root.
+
+    Never a browser download by Playwright; without root the tests that need it report it.
+    """
+    if CHROMIUM.exists():
+        return
+    if os.geteuid() != 0:
+        say(f"{CHROMIUM} is missing and this is not root: install the 'chromium' package for the widget tests")
+        return
+    say("installing Chromium for the widget's end-to-end tests (apt-get, about half a minute) ...")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    subprocess.run(["apt-get", "update"], check=False, env=env, stdout=subprocess.DEVNULL)
+    subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", "chromium"], check=True, env=env,
+                   stdout=subprocess.DEVNULL)

@@ -5,6 +5,9 @@ from sgr.strings import supported_language, ui_string
 
 
 def demo_page(request: HttpRequest) -> HttpResponse:
+    """A host page that embeds the widget with its one script tag."""
     language = supported_language(request.GET.get("lang") or request.LANGUAGE_CODE)
-    labels = {key: ui_string(key, language) for key in ("widget_title", "widget_placeholder", "widget_send")}
-    return render(request, "demo.html", {"language": language, "labels": labels})
+    theme = "dark" if request.GET.get("theme") == "dark" else "light"
+    labels = {key: ui_string(key, language) for key in ("widget_title",)}
+    context = {"language": language, "labels": labels, "theme": theme, "api_base": request.build_absolute_uri("/").rstrip("/")}
+    return render(request, "demo.html", context)

@@ -12,6 +12,7 @@ from sgr.records import plan_record_answer_save, plan_record_get
 from sgr.schema import TOOL_NAME
 from supportdesk.answer.agent import AgentOutcome, agent_run
 from supportdesk.answer.final import FinalAnswer, final_answer_build
+from supportdesk.answer.markdown import answer_html
 from supportdesk.events import turn_event_emit
 from supportdesk.llm import llm_client
 from supportdesk.models import Message, Turn, TurnEvent
@@ -119,7 +120,7 @@ def agent_diagnostics(outcome: AgentOutcome) -> dict[str, Any]:
 
 def answer_save(*, turn: Turn, final: FinalAnswer, diagnostics: dict[str, Any]) -> None:
     """Store the answer message and the structured answer, emit citations and the answer, end the turn."""
-    public = final.model_dump(exclude={"confidence_score", "invalid_citations"})
+    public = {**final.model_dump(exclude={"confidence_score", "invalid_citations"}), "html": answer_html(final.text)}
     with transaction.atomic():
         answer = Message.objects.create(conversation_id=turn.conversation_id, role=Message.Role.ASSISTANT, text=final.text)
         turn.answer_message = answer

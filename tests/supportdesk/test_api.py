@@ -30,9 +30,13 @@ def test_docs_and_openapi_schema_are_served(client):
     assert "/api/conversations" in schema["paths"]
 
 
-def test_demo_page_is_served_in_both_languages(client):
-    assert "Send" in client.get("/").content.decode()
-    assert "Отправить" in client.get("/?lang=ru").content.decode()
+def test_demo_page_embeds_the_widget_in_both_languages(client):
+    page = client.get("/").content.decode()
+    assert page.count("<script") == 1 and 'src="/static/supportdesk/widget.js"' in page
+    assert 'data-language="en"' in page and 'data-api-base="http://testserver"' in page
+    ru = client.get("/?lang=ru&theme=dark").content.decode()
+    assert 'data-language="ru"' in ru and 'data-theme="dark"' in ru and "Поддержка" in ru
+    assert client.get("/static/supportdesk/widget.js").status_code == 200
 
 
 def test_create_conversation_returns_a_token_that_is_stored_hashed(client):

@@ -12,6 +12,9 @@ from supportdesk.models import Conversation, Message, Turn
 from supportdesk.ratelimit import rate_limits_reset
 from tests.conftest import wait_for_turn
 from tests.llm_stub import Reply
+from tests.sgr.factories import sgr_isolated
+
+__all__ = ["sgr_isolated"]
 
 pytestmark = pytest.mark.django_db
 
@@ -154,6 +157,7 @@ def test_debug_view_is_for_staff_only(client, no_enqueue, django_user_model):
 
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("sgr_isolated")
 def test_rest_turn_ask_and_ask_structured_run_the_worker_pipeline(client, llm, celery_worker, django_user_model):
     rate_limits_reset()
     llm.answer_text = "Use the reset link on the login page."

@@ -1,0 +1,497 @@
+/*
+ * SupportDesk chat widget. Embed with one tag:
+ *   <script src="https://support.example.com/static/supportdesk/widget.js"
+ *           data-api-base="https://support.example.com" data-language="en" data-theme="light" defer></script>
+ *
+ * It lives in a shadow DOM (the host page's CSS cannot reach it), talks to the
+ * REST API and the conversation websocket, and resumes from the last event
+ * sequence number it saw after a reconnect or a page reload.
+ *
+ * Safety: nothing the model or the customer writes is parsed as HTML by the
+ * widget. Streamed text is inserted as text; the final answer comes as HTML
+ * sanitized on the server (nh3) and is sanitized again here (allowlisted tags,
+ * no attributes but http(s)/mailto links) before it is attached.
+ */
+(function () {
+  "use strict";
+  const script = document.currentScript;
+  if (!script) return;
+  const scriptUrl = new URL(script.src, location.href);
+  const apiBase = (script.dataset.apiBase || scriptUrl.origin).replace(/\/+$/, "");
+  const wsBase = apiBase.replace(/^http/, "ws");
+  const wanted = script.dataset.language || document.documentElement.lang || "en";
+  const theme = script.dataset.theme === "dark" ? "dark" : "light";
+  const storeKey = "supportdesk:" + apiBase;
+
+  const SAFE_TAGS = new Set(["P", "BR", "STRONG", "EM", "B", "I", "CODE", "PRE", "BLOCKQUOTE", "UL", "OL", "LI",
+    "H1", "H2", "H3", "H4", "H5", "H6", "A", "HR", "TABLE", "THEAD", "TBODY", "TR", "TH", "TD", "SUP"]);
+  const STYLE = `
+    :host { all: initial; position: fixed; right: 16px; bottom: 16px; z-index: 2147483000; }
+    * { box-sizing: border-box; }
+    .panel { --bg:#fff; --fg:#1f2933; --muted:#52606d; --accent:#0b6bcb; --bubble:#f0f4f8; --border:#cbd2d9; --err:#b42318;
+      width: 380px; max-width: calc(100vw - 32px); height: 560px; max-height: calc(100vh - 32px);
+      display: flex; flex-direction: column; background: var(--bg); color: var(--fg);
+      font: 14px/1.45 system-ui, sans-serif; border: 1px solid var(--border); border-radius: 12px;
+      box-shadow: 0 8px 30px rgba(0,0,0,.18); overflow: hidden; }
+    .panel.dark { --bg:#1f2933; --fg:#f5f7fa; --muted:#9aa5b1; --accent:#63b3ed; --bubble:#323f4b; --border:#52606d; --err:#ff8a80; }
+    header { padding: 10px 14px; font-weight: 600; border-bottom: 1px solid var(--border); display:flex; justify-content:space-between; }
+    .conn { font-weight: 400; font-size: 12px; color: var(--muted); }
+    .log { flex: 1; overflow-y: auto; padding: 10px 14px; }
+    .user { text-align: right; margin: 8px 0; }
+    .user span { display: inline-block; background: var(--accent); color: #fff; padding: 6px 10px; border-radius: 10px; white-space: pre-wrap; text-align: left; }
+    .plan { color: var(--muted); font-style: italic; margin: 6px 0; white-space: pre-wrap; }
+    .answer { background: var(--bubble); padding: 8px 10px; border-radius: 10px; margin: 6px 0; overflow-wrap: anywhere; }
+    .answer.streaming { white-space: pre-wrap; }
+    .answer p { margin: 0 0 6px; } .answer p:last-child { margin-bottom: 0; }
+    .answer a, .sources a { color: var(--accent); }
+    .typing { color: var(--muted); font-size: 12px; margin: 4px 0; }
+    .confidence { font-size: 12px; margin: 4px 0; }
+    .confidence[data-level=high] { color: #2f855a; } .confidence[data-level=medium] { color: #b7791f; } .confidence[data-level=low] { color: var(--err); }
+    .sources { font-size: 12px; margin: 4px 0; } .sources ol { margin: 2px 0; padding-left: 20px; }
+    .limitations { font-size: 12px; color: var(--muted); margin: 4px 0; }
+    .chips { display: flex; flex-wrap: wrap; gap: 6px; margin: 6px 0; }
+    .chips button, .thumbs button, .error button, form button { font: inherit; cursor: pointer; border: 1px solid var(--border);
+      background: var(--bg); color: var(--fg); border-radius: 14px; padding: 3px 10px; }
+    .thumbs { display:flex; gap:6px; align-items:center; margin: 4px 0; font-size: 12px; }
+    .thumbs button[aria-pressed=true] { background: var(--accent); color:#fff; }
+    .thumbs textarea { font: inherit; width: 100%; }
+    .error { color: var(--err); margin: 6px 0; }
+    button:focus-visible, input:focus-visible, textarea:focus-visible, a:focus-visible { outline: 2px solid var(--accent); outline-offset: 2px; }
+    form { display: flex; gap: 6px; padding: 10px; border-top: 1px solid var(--border); }
+    form input { flex: 1; font: inherit; padding: 6px 8px; border: 1px solid var(--border); border-radius: 8px; background: var(--bg); color: var(--fg); }
+    form button { border-radius: 8px; background: var(--accent); color: #fff; border-color: var(--accent); }
+    details.debug { font-size: 11px; border: 1px dashed var(--muted); border-radius: 6px; padding: 4px 6px; margin: 4px 0; }
+    .badges span { display:inline-block; background: var(--bubble); border-radius: 8px; padding: 1px 6px; margin-right: 4px; }
+    details.debug pre { white-space: pre-wrap; max-height: 160px; overflow: auto; }
+  `;
+
+  const host = document.createElement("div");
+  host.id = "supportdesk-widget";
+  const root = host.attachShadow({ mode: "open" });
+  let strings = {};
+  let staff = false;
+  let language = "en";
+  let conversation = null;   // {id, token}
+  let socket = null;
+  let lastSeq = 0;
+  let retryDelay = 500;
+  let pendingText = null;    // a message sent but not yet accepted (kept for retry)
+  const outbox = [];         // messages typed while the socket was not open
+  const turns = new Map();   // turn id -> view
+  let userTexts = new Map(); // turn id -> the customer's message (for replays)
+
+  const t = (key) => strings[key] || key;
+  const el = (tag, cls, text) => {
+    const node = document.createElement(tag);
+    if (cls) node.className = cls;
+    if (text !== undefined) node.textContent = text;
+    return node;
+  };
+
+  // --- markup -----------------------------------------------------------------------
+  const panel = el("section", "panel" + (theme === "dark" ? " dark" : ""));
+  const header = el("header");
+  const title = el("span");
+  const conn = el("span", "conn");
+  header.append(title, conn);
+  const log = el("div", "log");
+  log.setAttribute("role", "log");
+  log.setAttribute("aria-live", "polite");
+  log.setAttribute("aria-relevant", "additions text");
+  const form = el("form");
+  const input = el("input");
+  input.type = "text";
+  input.autocomplete = "off";
+  const send = el("button");
+  send.type = "submit";
+  form.append(input, send);
+  panel.append(header, log, form);
+  const style = el("style");
+  style.textContent = STYLE;
+  root.append(style, panel);
+
+  function labels() {
+    title.textContent = t("widget_title");
+    panel.setAttribute("aria-label", t("widget_title"));
+    log.setAttribute("aria-label", t("widget_messages"));
+    input.placeholder = t("widget_placeholder");
+    input.setAttribute("aria-label", t("widget_placeholder"));
+    send.textContent = t("widget_send");
+  }
+
+  // --- safe HTML ----------------------------------------------------------------------
+  function safeUrl(href) {
+    try {
+      const url = new URL(href, location.href);
+      return ["http:", "https:", "mailto:"].includes(url.protocol) ? url.href : null;
+    } catch (e) { return null; }
+  }
+
+  function sanitizeInto(target, html) {
+    const doc = new DOMParser().parseFromString("<body>" + html + "</body>", "text/html");
+    target.replaceChildren(...cleanChildren(doc.body));
+  }
+
+  function cleanChildren(parent) {
+    const out = [];
+    for (const node of Array.from(parent.childNodes)) {
+      if (node.nodeType === Node.TEXT_NODE) out.push(document.createTextNode(node.textContent));
+      else if (node.nodeType === Node.ELEMENT_NODE) {
+        if (!SAFE_TAGS.has(node.tagName)) {
+          if (!["SCRIPT", "STYLE", "IFRAME", "OBJECT", "EMBED", "TEMPLATE"].includes(node.tagName)) out.push(...cleanChildren(node));
+          continue;
+        }
+        const copy = document.createElement(node.tagName.toLowerCase());
+        if (node.tagName === "A") {
+          const href = safeUrl(node.getAttribute("href") || "");
+          if (href) { copy.href = href; copy.target = "_blank"; copy.rel = "noopener noreferrer nofollow"; }
+        }
+        copy.append(...cleanChildren(node));
+        out.push(copy);
+      }
+    }
+    return out;
+  }
+
+  // [n] in the answer becomes a link to the cited source.
+  function linkCitations(container, sources) {
+    const byNumber = new Map(sources.map((s) => [s.number, s]));
+    const walker = document.createTreeWalker(container, NodeFilter.SHOW_TEXT);
+    const nodes = [];
+    while (walker.nextNode()) nodes.push(walker.currentNode);
+    for (const node of nodes) {
+      if (node.parentElement && node.parentElement.closest("a, code, pre")) continue;
+      const parts = node.textContent.split(/(\[\d{1,3}\])/);
+      if (parts.length === 1) continue;
+      const frag = document.createDocumentFragment();
+      for (const part of parts) {
+        const m = /^\[(\d{1,3})\]$/.exec(part);
+        const source = m && byNumber.get(Number(m[1]));
+        const href = source && safeUrl(source.url);
+        if (href) {
+          const a = el("a", "cite", part);
+          a.href = href; a.target = "_blank"; a.rel = "noopener noreferrer nofollow";
+          a.title = source.title;
+          frag.append(a);
+        } else frag.append(document.createTextNode(part));
+      }
+      node.replaceWith(frag);
+    }
+  }
+
+  // --- conversation ----------------------------------------------------------------------
+  async function api(path, options) {
+    const resp = await fetch(apiBase + path, Object.assign({ credentials: "include" }, options || {}));
+    let body = null;
+    try { body = await resp.json(); } catch (e) { body = null; }
+    if (!resp.ok) {
+      const error = new Error((body && body.detail) || t("widget_error_network"));
+      error.status = resp.status;
+      throw error;
+    }
+    return body;
+  }
+
+  function authHeaders() {
+    return { "Content-Type": "application/json", "X-Conversation-Token": conversation.token };
+  }
+
+  async function conversationEnsure() {
+    const saved = localStorage.getItem(storeKey);
+    if (saved) {
+      conversation = JSON.parse(saved);
+      try {
+        const messages = await api(`/api/conversations/${conversation.id}/messages`, { headers: authHeaders() });
+        userTexts = new Map(messages.filter((m) => m.role === "user" && m.turn).map((m) => [m.turn, m.text]));
+        return;
+      } catch (e) {
+        if (e.status !== 403 && e.status !== 404) throw e;
+        localStorage.removeItem(storeKey); // gone or not ours any more: start a new one
+      }
+    }
+    conversation = await api("/api/conversations", {
+      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ language: language }),
+    });
+    localStorage.setItem(storeKey, JSON.stringify({ id: conversation.id, token: conversation.token }));
+  }
+
+  // --- one turn in the log -------------------------------------------------------------
+  function turnView(id) {
+    let view = turns.get(id);
+    if (view) return view;
+    const box = el("div", "turn");
+    box.dataset.turn = String(id);
+    const plan = el("div", "plan");
+    plan.hidden = true;
+    const answer = el("div", "answer streaming");
+    answer.hidden = true;
+    const typing = el("div", "typing", t("widget_typing"));
+    typing.hidden = true;
+    typing.setAttribute("aria-hidden", "true");
+    const extras = el("div", "extras");
+    box.append(plan, answer, typing, extras);
+    log.append(box);
+    view = { id, box, plan, answer, typing, extras, raw: "", finished: false, user: null };
+    turns.set(id, view);
+    userLine(view);
+    return view;
+  }
+
+  function userLine(view) {
+    const text = userTexts.get(view.id);
+    if (view.user || text === undefined) return;
+    view.user = el("div", "user");
+    view.user.append(el("span", "", text));
+    view.box.prepend(view.user);
+  }
+
+  function scroll() { log.scrollTop = log.scrollHeight; }
+
+  function onFrame(frame) {
+    if (frame.seq !== null && frame.seq !== undefined) {
+      if (frame.seq <= lastSeq) return; // already shown (replay overlap)
+      lastSeq = frame.seq;
+    }
+    const p = frame.payload || {};
+    if (frame.type === "accepted") {
+      userTexts.set(frame.turn, pendingText || "");
+      pendingText = null;
+      const view = turnView(frame.turn);
+      userLine(view);
+      view.typing.hidden = view.finished;
+      scroll();
+      return;
+    }
+    if (frame.type === "error" && frame.seq === null) { showError(p.message, pendingText); return; }
+    const view = turnView(frame.turn);
+    switch (frame.type) {
+      case "status":
+        view.typing.hidden = view.finished || !["queued", "guarding", "planning", "answering"].includes(p.status);
+        break;
+      case "plan":
+        view.plan.textContent = p.text || "";
+        view.plan.hidden = !p.text;
+        break;
+      case "token":
+        view.typing.hidden = true;
+        view.raw += p.text || "";
+        view.answer.hidden = false;
+        view.answer.textContent = view.raw; // text only while streaming
+        break;
+      case "retract":
+        view.raw = p.text || "";
+        view.answer.textContent = view.raw;
+        view.answer.hidden = !view.raw;
+        break;
+      case "answer":
+        renderAnswer(view, p);
+        break;
+      case "error":
+        view.typing.hidden = true;
+        showError(p.message, userTexts.get(frame.turn), view.extras);
+        break;
+      case "done":
+        view.finished = true;
+        view.typing.hidden = true;
+        if (staff) debugView(view);
+        break;
+    }
+    scroll();
+  }
+
+  function renderAnswer(view, p) {
+    view.answer.classList.remove("streaming");
+    view.answer.hidden = false;
+    view.raw = p.text || "";
+    if (p.html) sanitizeInto(view.answer, p.html);
+    else view.answer.textContent = view.raw;
+    const sources = p.sources || [];
+    linkCitations(view.answer, sources);
+    view.extras.replaceChildren();
+    if (p.confidence) {
+      const c = el("div", "confidence", t("widget_confidence_" + p.confidence));
+      c.dataset.level = p.confidence;
+      view.extras.append(c);
+    }
+    if (sources.length) {
+      const box = el("div", "sources");
+      box.append(el("div", "", t("widget_sources")));
+      const list = el("ol");
+      for (const s of sources) {
+        const item = el("li");
+        item.value = s.number;
+        const href = safeUrl(s.url);
+        const link = el(href ? "a" : "span", "", s.title || s.url);
+        if (href) { link.href = href; link.target = "_blank"; link.rel = "noopener noreferrer nofollow"; }
+        if (s.excerpt) link.title = s.excerpt;
+        item.append(link);
+        list.append(item);
+      }
+      box.append(list);
+      view.extras.append(box);
+    }
+    if ((p.limitations || []).length) {
+      const lim = el("div", "limitations");
+      lim.append(el("div", "", t("widget_limitations")));
+      const list = el("ul");
+      for (const text of p.limitations) list.append(el("li", "", text));
+      lim.append(list);
+      view.extras.append(lim);
+    }
+    if ((p.follow_ups || []).length) {
+      const chips = el("div", "chips");
+      chips.setAttribute("role", "group");
+      chips.setAttribute("aria-label", t("widget_suggestions"));
+      for (const text of p.follow_ups.slice(0, 3)) {
+        const chip = el("button", "chip", text);
+        chip.type = "button";
+        chip.addEventListener("click", () => sendMessage(text));
+        chips.append(chip);
+      }
+      view.extras.append(chips);
+    }
+    view.extras.append(thumbs(view.id));
+  }
+
+  function thumbs(turnId) {
+    const box = el("div", "thumbs");
+    const up = el("button", "up", "👍");
+    const down = el("button", "down", "👎");
+    const comment = el("textarea");
+    const submit = el("button", "send-feedback", t("widget_feedback_send"));
+    const status = el("span", "feedback-status");
+    status.setAttribute("role", "status");
+    comment.hidden = true; submit.hidden = true;
+    comment.setAttribute("aria-label", t("widget_feedback_comment"));
+    comment.placeholder = t("widget_feedback_comment");
+    let rating = null;
+    for (const [button, value, label] of [[up, "up", "widget_thumbs_up"], [down, "down", "widget_thumbs_down"]]) {
+      button.type = "button";
+      button.setAttribute("aria-label", t(label));
+      button.setAttribute("aria-pressed", "false");
+      button.addEventListener("click", async () => {
+        rating = value;
+        up.setAttribute("aria-pressed", String(value === "up"));
+        down.setAttribute("aria-pressed", String(value === "down"));
+        comment.hidden = false; submit.hidden = false;
+        await feedback(turnId, rating, "", status);
+      });
+    }
+    submit.type = "button";
+    submit.addEventListener("click", () => feedback(turnId, rating, comment.value, status));
+    box.append(up, down, status, comment, submit);
+    return box;
+  }
+
+  async function feedback(turnId, rating, comment, status) {
+    if (!rating) return;
+    try {
+      await api(`/api/conversations/${conversation.id}/turns/${turnId}/feedback`, {
+        method: "POST", headers: authHeaders(), body: JSON.stringify({ rating: rating, comment: comment }),
+      });
+      status.textContent = t("widget_feedback_thanks");
+    } catch (e) { status.textContent = e.message; }
+  }
+
+  function showError(message, retryText, where) {
+    const box = el("div", "error");
+    box.setAttribute("role", "alert");
+    box.append(el("span", "", (message || t("widget_error_network")) + " "));
+    if (retryText) {
+      const retry = el("button", "retry", t("widget_retry"));
+      retry.type = "button";
+      retry.addEventListener("click", () => { box.remove(); sendMessage(retryText); });
+      box.append(retry);
+    }
+    (where || log).append(box);
+    scroll();
+  }
+
+  // --- staff debug view ------------------------------------------------------------------
+  async function debugView(view) {
+    let data;
+    try { data = await api(`/api/widget/turns/${view.id}/debug`); } catch (e) { return; }
+    const details = el("details", "debug");
+    details.append(el("summary", "", "Debug"));
+    const badges = el("div", "badges");
+    const b = data.badges || {};
+    const fmt = (v) => (v === null || v === undefined ? "–" : (typeof v === "number" ? v.toFixed(2) : String(v)));
+    badges.append(el("span", "badge-spam", "spam " + fmt(b.spam_score)),
+      el("span", "badge-confidence", "retrieval " + fmt(b.retrieval_confidence)),
+      el("span", "badge-searches", "searches " + String(b.searches || 0)));
+    details.append(badges);
+    const section = (name, value) => {
+      details.append(el("div", "", name));
+      details.append(el("pre", "debug-" + name.toLowerCase().replace(/\s+/g, "-"),
+        typeof value === "string" ? value : JSON.stringify(value, null, 2)));
+    };
+    section("Analysis", data.analysis || "");
+    section("Plan", data.plan);
+    section("Guardian", data.guardian);
+    section("Query traces", data.query_traces);
+    view.box.querySelector("details.debug")?.remove();
+    view.box.append(details);
+  }
+
+  // --- transport ---------------------------------------------------------------------------
+  function connect() {
+    const url = `${wsBase}/ws/conversations/${conversation.id}/?token=${encodeURIComponent(conversation.token)}&last_seq=${lastSeq}`;
+    socket = new WebSocket(url);
+    socket.onopen = () => {
+      retryDelay = 500;
+      conn.textContent = "";
+      const queued = outbox.splice(0);
+      for (const text of queued) sendMessage(text);
+    };
+    socket.onmessage = (e) => { try { onFrame(JSON.parse(e.data)); } catch (err) { /* a bad frame must not stop the stream */ } };
+    socket.onclose = () => {
+      conn.textContent = t("widget_reconnecting");
+      setTimeout(connect, retryDelay);
+      retryDelay = Math.min(retryDelay * 2, 5000);
+    };
+  }
+
+  function sendMessage(text) {
+    text = (text || "").trim();
+    if (!text) return;
+    if (!socket || socket.readyState !== WebSocket.OPEN) {
+      // Still (re)connecting: keep the message and send it once the socket is open.
+      outbox.push(text);
+      conn.textContent = t("widget_reconnecting");
+      return;
+    }
+    pendingText = text;
+    socket.send(JSON.stringify({ type: "message", text: text }));
+  }
+
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    const text = input.value;
+    if (!text.trim()) return;
+    input.value = "";
+    sendMessage(text);
+  });
+
+  async function start() {
+    document.body.append(host);
+    try {
+      const config = await api(`/api/widget/config?lang=${encodeURIComponent(wanted)}`);
+      strings = config.strings; staff = config.staff; language = config.language;
+      labels();
+      host.setAttribute("lang", language);
+      await conversationEnsure();
+    } catch (e) {
+      labels();
+      showError(e.message || t("widget_error_network"));
+      const retry = el("button", "retry", t("widget_retry") || "Retry");
+      retry.type = "button";
+      retry.addEventListener("click", () => { log.replaceChildren(); start(); });
+      log.lastChild.append(retry);
+      return;
+    }
+    connect(); // from seq 0 on a fresh page: the replay rebuilds the conversation
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();

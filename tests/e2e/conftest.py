@@ -1,0 +1,104 @@
+"""End-to-end fixtures: a live ASGI server (uvicorn) on the test database, and the system Chromium.
+
+The server is a real process like the Celery worker, so the browser exercises the
+same HTTP, websocket, Redis and worker path as production.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.conftest import ROOT, _database_url
+from tests.llm_stub import ScriptedLLM
+
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def live_server_url(django_db_setup: None, llm_server: ScriptedLLM, celery_worker: Any,
+                    tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    port = _free_port()
+    log_path = tmp_path_factory.mktemp("asgi") / "uvicorn.log"
+    env = {**os.environ, "DATABASE_URL": _database_url(), "LLM_BASE_URL": llm_server.base_url,
+           "DJANGO_SETTINGS_MODULE": "supportdesk.settings", "RATE_LIMIT_IP_PER_MINUTE": "0"}
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "supportdesk.asgi:application", "--host", "127.0.0.1",
+             "--port", str(port), "--log-level", "warning"],
+            env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(url + "/api/widget/config", timeout=1).read()
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise RuntimeError(f"uvicorn did not start:\n{log_path.read_text()[-3000:]}") from None
+            time.sleep(0.2)
+    yield url
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+@pytest.fixture(scope="module")
+def chromium(live_server_url: str) -> Iterator[Any]:
+    """The system Chromium, for one test module.
+
+    Playwright's sync API keeps an event loop running in the test thread while it
+    is started, which Django reads as "async context": the ORM calls of these tests
+    (plain synchronous code between browser steps, and the database flush after
+    each test) are allowed for exactly that long.
+    """
+    from playwright.sync_api import sync_playwright
+
+    if not os.path.exists(CHROMIUM):
+        raise RuntimeError(f"{CHROMIUM} is missing: ./sd test installs it when run as root")
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            yield browser
+            browser.close()
+    finally:
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+@pytest.fixture
+def page(chromium: Any) -> Iterator[Any]:
+    context = chromium.new_context()
+    page = context.new_page()
+    console: list[str] = []
+    page.on("console", lambda message: console.append(f"{message.type}: {message.text}"))
+    page.on("pageerror", lambda error: console.append(f"pageerror: {error}"))
+    yield page
+    if console:  # shown with a failing test's output
+        print("browser console:", *console, sep="\n  ")
+    context.close()

@@ -1,0 +1,121 @@
+"""The widget in a real Chromium against a live ASGI server, a real Celery worker and the scripted LLM."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+
+from supportdesk.models import Turn
+from tests.llm_stub import Reply, ScriptedLLM
+from tests.sgr.factories import sgr_isolated
+
+# sgr_isolated: the worker reloads templates the previous test's database flush removed.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker, pytest.mark.usefixtures("sgr_isolated")]
+__all__ = ["sgr_isolated"]
+
+
+def _plan(llm: ScriptedLLM) -> Reply:
+    return Reply(tool_calls=[{"name": "analyse_user_request", "arguments": json.dumps(llm.plan_args)}])
+
+
+def _ask(page: Any, text: str) -> None:
+    box = page.locator("form input")
+    box.wait_for()
+    box.fill(text)
+    box.press("Enter")  # keyboard only
+
+
+def _answer_snapshots(page: Any, timeout: float = 60) -> list[str]:
+    """The answer bubble's text, sampled until the final answer replaces the streamed text."""
+    snapshots: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        streaming = page.locator(".answer.streaming")
+        if streaming.count() and streaming.first.is_visible():
+            snapshots.append(streaming.first.inner_text())
+        if page.locator(".answer:not(.streaming)").count():
+            return snapshots
+        page.wait_for_timeout(40)
+    turns = list(Turn.objects.values_list("status", "error_code", "error_detail"))
+    raise AssertionError(f"no final answer; saw {snapshots[-3:]}; widget: {page.locator('.log').inner_text()!r}; {turns}")
+
+
+def test_a_streamed_markdown_answer_renders_inert_and_thumbs_are_stored(page, live_server_url, llm):
+    answer = ("**Reset** it from *Settings*. <img src=x onerror=\"window.__xss=1\"> "
+              "<script>window.__xss=2</script> [click me](javascript:window.__xss=3) "
+              "<a href=\"#\" onclick=\"window.__xss=4\">x</a>\n"
+              "FOLLOW-UPS: What if the email never comes? | Can I change my login?")
+    llm.push(_plan(llm), Reply(content=answer, chunk_delay=0.05))
+    page.goto(live_server_url + "/?lang=en")
+    _ask(page, "How do I reset my password?")
+    snapshots = _answer_snapshots(page)
+    # Streamed: the bubble grew over several updates before the final answer arrived.
+    partial = [s for s in snapshots if s and len(s) < len(answer.split("\nFOLLOW-UPS")[0])]
+    assert len(set(partial)) >= 2
+
+    final = page.locator(".answer:not(.streaming)")
+    assert final.locator("strong").inner_text() == "Reset"
+    assert final.locator("em").inner_text() == "Settings"
+    assert final.locator("img, script, [onclick], [onerror]").count() == 0
+    hrefs = final.locator("a").evaluate_all("links => links.map(a => a.getAttribute('href'))")
+    assert not any(h and h.lower().startswith("javascript") for h in hrefs)
+    for link in final.locator("a").all():
+        link.click()  # clicking the neutered links runs nothing
+    assert page.evaluate("window.__xss") is None
+    assert "FOLLOW-UPS" not in final.inner_text()
+
+    assert page.locator(".plan").inner_text().startswith("How I understood your request:")
+    assert page.locator(".confidence").get_attribute("data-level") == "low"
+    chips = page.locator(".chips button")
+    assert chips.all_inner_texts() == ["What if the email never comes?", "Can I change my login?"]
+    assert page.locator("[aria-live=polite]").count() == 1
+
+    turn = Turn.objects.get(user_message__text="How do I reset my password?")
+    page.locator(".thumbs .up").click()
+    page.locator(".feedback-status", has_text="Thank you").wait_for()
+    page.locator(".thumbs textarea").fill("Clear and quick")
+    page.locator(".thumbs .send-feedback").click()
+    deadline = time.monotonic() + 10
+    while Turn.objects.get(pk=turn.pk).feedback_comment != "Clear and quick" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    turn.refresh_from_db()
+    assert (turn.feedback_rating, turn.feedback_comment) == ("up", "Clear and quick")
+    assert page.locator("details.debug").count() == 0  # customers never get the debug view
+
+
+def test_reloading_mid_stream_resumes_without_loss_or_duplication(page, live_server_url, llm):
+    text = " ".join(f"w{i}" for i in range(40))
+    llm.push(_plan(llm), Reply(content=text, chunk_delay=0.08))
+    page.goto(live_server_url + "/?lang=ru")
+    _ask(page, "Расскажите всё")
+    page.locator(".answer.streaming", has_text="w3").wait_for(timeout=60_000)
+    page.reload()
+    snapshots = _answer_snapshots(page)
+    assert snapshots, "the reloaded page showed the stream"
+    for seen in snapshots:
+        assert text.startswith(seen.strip()), seen  # every state is a prefix: nothing repeated, nothing skipped
+    assert page.locator(".answer:not(.streaming)").inner_text().strip() == text
+    assert page.locator(".user").all_inner_texts() == ["Расскажите всё"]
+    assert page.locator("form button").inner_text() == "Отправить"
+
+
+def test_staff_see_the_debug_view(page, live_server_url, llm, django_user_model):
+    django_user_model.objects.create_user("agent", password="pw-staff-1", is_staff=True)
+    page.goto(live_server_url + "/admin/login/?next=/")
+    page.fill("#id_username", "agent")
+    page.fill("#id_password", "pw-staff-1")
+    page.click("input[type=submit]")
+    page.wait_for_url(live_server_url + "/")
+    llm.push(_plan(llm), Reply(content="Here you go."))
+    _ask(page, "Where is my invoice?")
+    debug = page.locator("details.debug")
+    debug.wait_for(state="attached", timeout=60_000)
+    debug.locator("summary").click()
+    assert page.locator(".badge-spam").inner_text() == f"spam {llm.plan_args['spam_score']:.2f}"
+    assert page.locator(".badge-searches").inner_text() == "searches 0"
+    assert page.locator(".debug-analysis").inner_text().strip()
+    assert json.loads(page.locator(".debug-plan").inner_text())["user_intent"] == llm.plan_args["user_intent"]
+    assert json.loads(page.locator(".debug-guardian").inner_text())["level"] == "Safe"
