@@ -72,6 +72,8 @@ def run() -> int:
             env.setdefault("SGR_TRANSPORT", "json_schema")
             env.setdefault("SGR_MAX_TOKENS", "400")
             env.setdefault("LLM_TIMEOUT", "180")
+            env.setdefault("CELERY_TASK_SOFT_TIME_LIMIT", "600")
+            env.setdefault("CELERY_TASK_TIME_LIMIT", "660")
             env["LLM_BASE_URL"] = llm_start(
                 group, port=port, model_alias=env["LLM_MODEL"], threads=int(env.get("SD_LLM_THREADS", "2"))
             )

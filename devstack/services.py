@@ -69,7 +69,10 @@ def postgres_start(group: ProcessGroup, *, data_dir: Path, port: int, database: 
         subprocess.run([*psql, "-c", f'create database "{database}"'], check=True)
     # template1 too, so the test database pytest-django creates has the extension available.
     for db in (database, "template1"):
-        subprocess.run([*psql, "-d", db, "-c", "create extension if not exists vector"], check=True)
+        subprocess.run(
+            [*psql, "-d", db, "-c", "set client_min_messages = warning", "-c", "create extension if not exists vector"],
+            check=True,
+        )
     return f"postgres://postgres@127.0.0.1:{port}/{database}"
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -60,6 +61,20 @@ def test_full_turn_streams_events_from_all_three_stages(llm, celery_worker, ws_c
     assert chats[1]["stream"] is True
     assert chats[1]["messages"][-2] == {"role": "user", "content": "How do I reset my password?"}
     assert chats[1]["messages"][-1]["role"] == "assistant"
+
+    # Each stage logged one structured line with the turn id, outcome, latency and tokens.
+    def stage_lines() -> list[dict]:
+        return [json.loads(line.split("] ", 1)[1]) for line in celery_worker.log_path.read_text().splitlines()
+                if '"event": "turn_stage"' in line and f'"turn_id": {turn.pk},' in line]
+
+    # The answer stage logs right after it commits `done`, so its line may trail the event.
+    deadline = time.monotonic() + 10
+    while len(logged := stage_lines()) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [entry["stage"] for entry in logged] == ["guard", "sgr", "answer"]
+    assert [entry["outcome"] for entry in logged] == ["pass", "normal", "done"]
+    assert all(entry["latency_ms"] >= 0 for entry in logged)
+    assert logged[1]["tokens"]["prompt"] > 0 and logged[2]["tokens"]["completion"] > 0
     assert chats[1]["messages"][-1]["content"].startswith("## Analysis")
     # The answering agent is offered search_kb only, never the SGR tool (DT-003).
     assert [t["function"]["name"] for t in chats[1]["tools"]] == ["search_kb"]
@@ -200,8 +215,6 @@ def test_stream_cut_midway_is_retried_after_a_retract_and_the_replay_has_one_ans
 def test_an_idle_socket_still_gets_events_after_the_layer_blocking_timeout(ws_client, monkeypatch):
     # A slow planning call leaves the socket idle for longer than the channel layer's
     # 5 s blocking read: the live event must still arrive, and the socket stay open.
-    import time
-
     from supportdesk.events import turn_event_emit
 
     monkeypatch.setattr("supportdesk.services._enqueue_turn", lambda turn_id: None)  # no worker: we emit
