@@ -13,6 +13,7 @@ from sgr.strings import supported_language, ui_string
 from supportdesk.events import turn_event_emit
 from supportdesk.models import Conversation, Message, Turn, new_access_token, token_hash
 from supportdesk.ratelimit import rate_limit_exceeded
+from supportdesk.turnlog import stage_diagnostics_flush
 
 
 class MessageRejected(ValueError):
@@ -108,6 +109,7 @@ def turn_fail(*, turn: Turn, stage: str, code: str, detail: str = "", message_ke
     language = turn.conversation.language
     if message_key is None:
         message_key = "error_llm_unavailable" if code == "llm_unavailable" else "error_internal"
+    stage_diagnostics_flush()
     with transaction.atomic():
         turn.status = Turn.Status.FAILED
         turn.error_code = code
@@ -123,6 +125,7 @@ def turn_fail(*, turn: Turn, stage: str, code: str, detail: str = "", message_ke
 
 def turn_finish(*, turn: Turn, status: str) -> None:
     """Close a turn with a terminal status and the final ``done`` event."""
+    stage_diagnostics_flush()
     with transaction.atomic():
         turn.status = status
         turn.save(update_fields=["status", "updated_at"])

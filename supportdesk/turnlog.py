@@ -7,9 +7,11 @@ import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 logger = logging.getLogger("supportdesk.turn")
+_current: ContextVar[StageLog | None] = ContextVar("supportdesk_stage", default=None)
 
 
 @dataclass
@@ -25,22 +27,36 @@ class StageLog:
 def stage_logged(turn_id: int, stage: str) -> Iterator[StageLog]:
     """Log ``{"turn_id", "stage", "outcome", "latency_ms", "tokens"}`` when the stage ends."""
     record = StageLog(turn_id=turn_id, stage=stage)
+    token = _current.set(record)
     try:
         yield record
     except Exception:
         record.outcome = "exception"
         raise
     finally:
-        line = {
-            "event": "turn_stage",
-            "turn_id": record.turn_id,
-            "stage": record.stage,
-            "outcome": record.outcome,
-            "latency_ms": round((time.monotonic() - record.started) * 1000, 1),
-            "tokens": record.tokens,
-        }
+        _current.reset(token)
+        line = _line(record)
         logger.info(json.dumps(line, ensure_ascii=False))
         _stage_diagnostics_save(line)
+
+
+def _line(record: StageLog) -> dict[str, object]:
+    return {
+        "event": "turn_stage",
+        "turn_id": record.turn_id,
+        "stage": record.stage,
+        "outcome": record.outcome,
+        "latency_ms": round((time.monotonic() - record.started) * 1000, 1),
+        "tokens": record.tokens,
+    }
+
+
+def stage_diagnostics_flush() -> None:
+    """Store the running stage's figures now: called just before a turn's ``done``, so whoever
+    reads the finished turn sees every stage (the log line still comes when the stage ends)."""
+    record = _current.get()
+    if record is not None:
+        _stage_diagnostics_save(_line(record))
 
 
 def _stage_diagnostics_save(line: dict[str, object]) -> None:

@@ -62,6 +62,7 @@ class Recorded:
     path: str
     body: dict[str, Any]
     at: float = field(default_factory=time.monotonic)
+    first_chunk_at: float | None = None  # streamed replies: when the first content chunk was sent
 
 
 class ScriptedLLM:
@@ -132,9 +133,11 @@ class ScriptedLLM:
         return [r.body for r in self.requests if r.path.endswith("/chat/completions")]
 
     # --- internals -------------------------------------------------------------------
-    def _record(self, path: str, body: dict[str, Any]) -> None:
+    def _record(self, path: str, body: dict[str, Any]) -> Recorded:
+        recorded = Recorded(path=path, body=body)
         with self._lock:
-            self.requests.append(Recorded(path=path, body=body))
+            self.requests.append(recorded)
+        return recorded
 
     def _next_reply(self) -> Reply | None:
         with self._lock:
@@ -199,7 +202,7 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = {"_unparsed": raw.decode(errors="replace")}
         path = self.path.split("?")[0]
-        self.owner._record(path, body)
+        self._recorded = self.owner._record(path, body)
         handler = self.owner._route_for(path)
         if handler is not None:
             status, payload = handler(body)
@@ -274,6 +277,8 @@ class _Handler(BaseHTTPRequestHandler):
                     return
                 delta = {"content": piece} if i else {"role": "assistant", "content": piece}
                 self._sse({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+                if i == 0:
+                    self._recorded.first_chunk_at = time.monotonic()
                 if reply.chunk_delay:
                     time.sleep(reply.chunk_delay)
             finish = "stop"

@@ -86,13 +86,13 @@ def answer_stage_run(*, turn: Turn) -> None:
         text = answer_moderate(turn=turn, text=final.text)
         if text != final.text:
             final = final.model_copy(update={"text": text, "sources": [], "follow_ups": []})
+        log.outcome = "done"
         answer_save(turn=turn, final=final, diagnostics=agent_diagnostics(outcome))
         # The injection-mode A/B measures; the answer is already saved whatever happens here.
         plan_record_answer_save(
             turn_id=turn.pk, prompt_tokens=outcome.prompt_tokens or None,
             searched_queries=[s.query for s in outcome.searches], answer_text=text,
         )
-        log.outcome = "done"
 
 
 def answer_restart_clear(*, turn: Turn) -> None:
