@@ -124,7 +124,8 @@ def measure(results: list[dict[str, Any]], stub: ScriptedLLM) -> dict[str, Any]:
         if recorded.path.endswith("/chat/completions") and recorded.body.get("stream") and recorded.first_chunk_at:
             user = [m for m in recorded.body["messages"] if m.get("role") == "user"][-1]["content"]
             first_chunk[user] = recorded.first_chunk_at
-    overheads, ttft_gaps = [], []
+    overheads, ttft_gaps, hops = [], [], []
+    stage_ms: dict[str, list[float]] = {}
     dropped = duplicated = wrong_text = 0
     for r in results:
         turn = Turn.objects.get(conversation__public_id=r["conversation"])
@@ -132,6 +133,10 @@ def measure(results: list[dict[str, Any]], stub: ScriptedLLM) -> dict[str, Any]:
         answer = (turn.diagnostics or {}).get("answer") or {}
         llm_ms = (record.latency_ms or 0.0) + float(answer.get("llm_wait_ms") or 0.0)
         overheads.append((r["done"] - r["sent"]) * 1000 - llm_ms)
+        stages = (turn.diagnostics or {}).get("stages") or {}
+        for name, figures in stages.items():
+            stage_ms.setdefault(name, []).append(float(figures["latency_ms"]))
+        hops.append((r["done"] - r["sent"]) * 1000 - sum(float(f["latency_ms"]) for f in stages.values()))
         if r["first_token"] is not None and r["text"] in first_chunk:
             ttft_gaps.append((r["first_token"] - first_chunk[r["text"]]) * 1000)
         got = [f["seq"] for f in r["frames"] if f.get("seq") is not None]
@@ -140,7 +145,7 @@ def measure(results: list[dict[str, Any]], stub: ScriptedLLM) -> dict[str, Any]:
         duplicated += len(got) - len(set(got))
         tokens = "".join(f["payload"]["text"] for f in r["frames"] if f["type"] == "token")
         wrong_text += tokens.strip() != ANSWER or turn.status != "done"
-    return {"turns": len(results), "overhead": overheads, "ttft_gap": ttft_gaps, "dropped": dropped,
+    return {"turns": len(results), "overhead": overheads, "hops": hops, "stage_ms": stage_ms, "ttft_gap": ttft_gaps, "dropped": dropped,
             "duplicated": duplicated, "wrong_text": wrong_text}
 
 
@@ -156,6 +161,8 @@ def report(name: str, m: dict[str, Any]) -> None:
           f"p95={pct(m['overhead'], .95):7.1f}  ttft gap ms p50={pct(m['ttft_gap'], .5):6.1f} "
           f"p95={pct(m['ttft_gap'], .95):6.1f}  dropped={m['dropped']} duplicated={m['duplicated']} "
           f"wrong_answers={m['wrong_text']}")
+    stages = "  ".join(f"{name} p50={pct(v, .5):.1f}" for name, v in sorted(m["stage_ms"].items()))
+    print(f"{'':<24} stage wall ms: {stages}  outside stages (queue hops, delivery) p50={pct(m['hops'], .5):.1f}")
 
 
 def main() -> int:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 
 from sgr.models import PlanRecord
 from sgr.records import plan_record_answer_save, plan_record_get
 from sgr.schema import TOOL_NAME
 from supportdesk.answer.agent import AgentOutcome, agent_run
+from supportdesk.answer.batching import TokenBatcher
 from supportdesk.answer.final import FinalAnswer, final_answer_build
 from supportdesk.answer.markdown import answer_html
 from supportdesk.events import turn_event_emit
@@ -70,13 +72,17 @@ def answer_stage_run(*, turn: Turn) -> None:
     language = turn.conversation.language
     with stage_logged(turn.pk, "answer") as log:
         answer_restart_clear(turn=turn)
-        outcome = agent_run(
-            client=llm_client(),
-            messages=answer_messages(turn=turn),
-            turn_id=turn.pk,
-            language=language,
-            on_token=lambda text: turn_event_emit(turn=turn, type="token", payload={"text": text}),
+        tokens = TokenBatcher(
+            lambda text: turn_event_emit(turn=turn, type="token", payload={"text": text}),
+            settings.ANSWER_TOKEN_BATCH_MS,
         )
+        try:
+            outcome = agent_run(
+                client=llm_client(), messages=answer_messages(turn=turn), turn_id=turn.pk, language=language,
+                on_token=tokens,
+            )
+        finally:
+            tokens.flush()  # what reached us is shown, even from a stream that broke
         log.tokens = {"prompt": outcome.prompt_tokens, "completion": outcome.completion_tokens}
         final = final_answer_build(
             text=outcome.text, searches=outcome.searches, follow_ups=outcome.follow_ups,

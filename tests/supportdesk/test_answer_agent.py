@@ -144,3 +144,12 @@ def test_a_failed_search_is_a_limitation():
                                hit_limit=False, language="en")
     assert any("unavailable" in item for item in final.limitations)
     assert final.follow_ups == ["x", "x", "x"]
+
+
+@pytest.mark.parametrize(("batch_ms", "events"), [(0, 6), (60_000, 2)])
+def test_streamed_text_is_coalesced_after_the_first_token(llm, settings, batch_ms, events):
+    settings.ANSWER_TOKEN_BATCH_MS = batch_ms
+    turn = _answer(llm, Reply(content="one two three four five six"))
+    tokens = [p["text"] for p in _events(turn, "token")]
+    assert tokens[0] == "one" and "".join(tokens) == "one two three four five six"
+    assert len(tokens) == events
