@@ -86,10 +86,15 @@ def start_stack(stub: ScriptedLLM, log_dir: Path) -> tuple[list[subprocess.Popen
         time.sleep(0.2)
 
 
-async def customer(http: httpx.AsyncClient, base: str, text: str, go: asyncio.Event) -> dict[str, Any]:
-    conv = (await http.post(base + "/api/conversations", json={"language": "en"})).json()
+async def customer(http: httpx.AsyncClient, base: str, text: str, go: asyncio.Event,
+                   opening: asyncio.Semaphore, connected: list[str]) -> dict[str, Any]:
+    # Django runs each HTTP request's sync code in its own thread with its own database
+    # connection: open the conversations a few at a time (PostgreSQL allows 100 clients).
+    async with opening:
+        conv = (await http.post(base + "/api/conversations", json={"language": "en"})).json()
     url = f"{base.replace('http', 'ws')}/ws/conversations/{conv['id']}/?token={conv['token']}&last_seq=0"
     async with connect(url, origin=base, max_queue=None) as ws:
+        connected.append(conv["id"])
         await go.wait()
         sent = time.monotonic()
         await ws.send(json.dumps({"type": "message", "text": text}))
@@ -109,11 +114,16 @@ async def customer(http: httpx.AsyncClient, base: str, text: str, go: asyncio.Ev
 
 async def wave(base: str, tag: str, count: int) -> list[dict[str, Any]]:
     go = asyncio.Event()
+    opening = asyncio.Semaphore(20)
+    connected: list[str] = []
     limits = httpx.Limits(max_connections=count + 10)
     async with httpx.AsyncClient(limits=limits, timeout=60) as http:
-        tasks = [asyncio.create_task(customer(http, base, f"{tag}-{i}: how do I reset my password?", go))
+        tasks = [asyncio.create_task(customer(http, base, f"{tag}-{i}: how do I reset my password?", go, opening, connected))
                  for i in range(count)]
-        await asyncio.sleep(0.5 + count * 0.02)  # let every socket connect before the burst
+        while len(connected) < count:  # every socket open before the burst
+            if any(t.done() and t.exception() for t in tasks):
+                break
+            await asyncio.sleep(0.05)
         go.set()
         return await asyncio.gather(*tasks)
 

@@ -169,3 +169,17 @@ def ws_client() -> Iterator[Any]:
             client.close()
         except Exception:  # already closed by the server
             pass
+
+
+@pytest.fixture(autouse=True)
+def _worker_content_reloaded(request: pytest.FixtureRequest) -> None:
+    """Worker tests: the worker reloads templates and UI strings first.
+
+    A transactional test's database flush removes the seeded templates that a
+    worker process may still hold in its per-process snapshot; a plan rendered
+    from that stale snapshot would reference a deleted template row.
+    """
+    if request.node.get_closest_marker("worker") is not None:
+        import sgr.cache
+
+        sgr.cache._generation_bump()
