@@ -75,7 +75,7 @@ def run() -> int:
             env.setdefault("CELERY_TASK_SOFT_TIME_LIMIT", "600")
             env.setdefault("CELERY_TASK_TIME_LIMIT", "660")
             env["LLM_BASE_URL"] = llm_start(
-                group, port=port, model_alias=env["LLM_MODEL"], threads=int(env.get("SD_LLM_THREADS", "2"))
+                group, port=port, model_alias=env["LLM_MODEL"], threads=int(env.get("SD_LLM_THREADS", "1"))
             )
             say(f"local LLM (llama-server, SmolLM2-135M-Instruct) on {env['LLM_BASE_URL']}")
         else:
