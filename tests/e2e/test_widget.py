@@ -119,3 +119,20 @@ def test_staff_see_the_debug_view(page, live_server_url, llm, django_user_model)
     assert page.locator(".debug-analysis").inner_text().strip()
     assert json.loads(page.locator(".debug-plan").inner_text())["user_intent"] == llm.plan_args["user_intent"]
     assert json.loads(page.locator(".debug-guardian").inner_text())["level"] == "Safe"
+
+
+def test_a_failed_turn_shows_a_localized_error_and_retry_sends_it_again(page, live_server_url, llm):
+    page.goto(live_server_url + "/?lang=ru")
+    page.locator("form input").wait_for()
+    page.wait_for_function(
+        "() => document.querySelector('#supportdesk-widget').shadowRoot.querySelector('.conn').textContent === ''")
+    with llm.down():
+        _ask(page, "Где мой заказ?")
+        error = page.locator(".error")
+        error.wait_for(timeout=60_000)
+    assert "временно недоступен" in error.inner_text()
+    llm.push(_plan(llm), Reply(content="Заказ в пути."))
+    error.locator("button.retry", has_text="Повторить").click()
+    page.locator(".answer:not(.streaming)", has_text="Заказ в пути.").wait_for(timeout=60_000)
+    turns = list(Turn.objects.order_by("pk").values_list("status", flat=True))
+    assert turns == ["failed", "done"]  # the first message stayed saved; the retry is a new turn
