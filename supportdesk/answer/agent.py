@@ -21,6 +21,7 @@ from openai import OpenAI
 from supportdesk.answer.kb import TOOL_NAME, KbResult, kb_search, kb_tool, kb_tool_message
 from supportdesk.answer.stream import TailFilter
 from supportdesk.llm import LLMStreamInterrupted
+from supportdesk.stages.echo_filter import AnalysisEchoFilter
 
 TokenSink = Callable[[str], None]
 Search = Callable[..., KbResult]
@@ -62,7 +63,10 @@ def agent_run(
     language: str,
     on_token: TokenSink,
     search: Search = kb_search,
+    synthetic: str = "",
 ) -> AgentOutcome:
+    """Run the tool rounds and the answer; ``synthetic`` is the turn's analysis message, which a
+    model that copies it into its answer has removed from the stream (DT-004)."""
     outcome = AgentOutcome()
     started = time.monotonic()
     messages = list(messages)
@@ -71,16 +75,17 @@ def agent_run(
     while True:
         offer_tools = outcome.rounds < max_rounds
         tail = TailFilter()
+        echo = AnalysisEchoFilter(synthetic)
 
         def emit(delta: str) -> None:
-            shown = tail.feed(delta)
+            shown = tail.feed(echo.feed(delta))
             if shown:
                 if outcome.first_token_ms is None:
                     outcome.first_token_ms = (time.monotonic() - started) * 1000
                 on_token(shown)
 
         current = _stream_round(client, messages, [tool] if offer_tools else None, emit, outcome)
-        rest = tail.finish()
+        rest = tail.feed(echo.finish()) + tail.finish()
         if rest:
             on_token(rest)
         if current.calls and offer_tools:

@@ -79,7 +79,7 @@ def answer_stage_run(*, turn: Turn) -> None:
         try:
             outcome = agent_run(
                 client=llm_client(), messages=answer_messages(turn=turn), turn_id=turn.pk, language=language,
-                on_token=tokens,
+                on_token=tokens, synthetic=turn_synthetic(turn),
             )
         finally:
             tokens.flush()  # what reached us is shown, even from a stream that broke

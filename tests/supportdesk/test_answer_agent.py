@@ -153,3 +153,17 @@ def test_streamed_text_is_coalesced_after_the_first_token(llm, settings, batch_m
     tokens = [p["text"] for p in _events(turn, "token")]
     assert tokens[0] == "one" and "".join(tokens) == "one two three four five six"
     assert len(tokens) == events
+
+
+def test_a_copied_analysis_is_kept_out_of_the_stream_and_the_answer(llm):
+    llm.plan_args = plan_args()
+    turn = turn_make()
+    plan_stage_run(turn=turn)
+    synthetic = Turn.objects.get(pk=turn.pk).plan_record.context_synthetic
+    assert synthetic.startswith("## Analysis")
+    llm.push(Reply(content=synthetic + "\n\nOpen Settings, then Reset."))
+    answer_stage_run(turn=Turn.objects.select_related("conversation", "user_message").get(pk=turn.pk))
+    turn.refresh_from_db()
+    streamed = "".join(p["text"] for p in _events(turn, "token"))
+    assert "## Analysis" not in streamed and streamed.strip() == "Open Settings, then Reset."
+    assert turn.answer_text == "Open Settings, then Reset."
