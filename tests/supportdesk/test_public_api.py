@@ -194,3 +194,19 @@ def test_rest_turn_ask_and_ask_structured_run_the_worker_pipeline(client, llm, c
     assert debug["badges"]["searches"] == 1 and debug["badges"]["spam_score"] == llm.plan_args["spam_score"]
     assert debug["analysis"] and "## Response" not in debug["analysis"]
     assert debug["guardian"]["level"] == "Safe"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_websocket_rate_limit_answers_with_a_localized_error_and_keeps_the_socket(ws_client, no_enqueue, settings):
+    from supportdesk.services import conversation_create
+
+    settings.RATE_LIMIT_CONVERSATION_PER_MINUTE = 1
+    created = conversation_create(language="ru")
+    client = ws_client(f"/ws/conversations/{created.conversation.public_id}/?token={created.access_token}")
+    assert client.connect()[0]
+    client.send_json({"type": "message", "text": "первое"})
+    assert client.receive_until(lambda f: f["type"] == "accepted")[-1]["turn"]
+    client.send_json({"type": "message", "text": "второе"})
+    error = client.receive_until(lambda f: f["type"] == "error")[-1]
+    assert error["payload"]["code"] == "rate_limited" and "слишком часто" in error["payload"]["message"]
+    assert list(Message.objects.values_list("text", flat=True)) == ["первое"]
