@@ -1,4 +1,5 @@
-"""ASGI entry point: HTTP through Django, websockets through Channels with an origin check."""
+"""ASGI entry point: HTTP through Django, websockets through Channels with an origin check
+(the site's own hosts plus the widget origins allowed in settings)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,13 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "supportdesk.settings")
 django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402  (needs Django set up)
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from supportdesk.origins import WidgetOriginValidator  # noqa: E402
 from supportdesk.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(URLRouter(websocket_urlpatterns)),
+        "websocket": WidgetOriginValidator(URLRouter(websocket_urlpatterns)),
     }
 )

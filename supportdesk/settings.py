@@ -38,6 +38,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "supportdesk.origins.WidgetCorsMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -192,6 +193,8 @@ RATE_LIMIT_REDIS_URL = env.str("RATE_LIMIT_REDIS_URL", default=REDIS_URL)
 # How long POST /api/v1/ask waits for the pipeline before answering 504 (the turn keeps running).
 ASK_TIMEOUT = env.float("ASK_TIMEOUT", default=60.0)
 FEEDBACK_COMMENT_MAX_CHARS = env.int("FEEDBACK_COMMENT_MAX_CHARS", default=2000)
+# Origins of other sites whose pages may embed the widget (CORS on /api/ and websockets), or "*".
+WIDGET_ALLOWED_ORIGINS = env.list("WIDGET_ALLOWED_ORIGINS", default=[])
 
 LOGGING = {
     "version": 1,

@@ -210,3 +210,32 @@ def test_the_websocket_rate_limit_answers_with_a_localized_error_and_keeps_the_s
     error = client.receive_until(lambda f: f["type"] == "error")[-1]
     assert error["payload"]["code"] == "rate_limited" and "слишком часто" in error["payload"]["message"]
     assert list(Message.objects.values_list("text", flat=True)) == ["первое"]
+
+
+def test_only_allowed_widget_origins_get_cors_headers(client, settings, no_enqueue):
+    settings.WIDGET_ALLOWED_ORIGINS = ["https://shop.example.test"]
+    preflight = client.options("/api/conversations", headers={
+        "Origin": "https://shop.example.test", "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "content-type, x-conversation-token"})
+    assert preflight.status_code == 204
+    assert preflight["Access-Control-Allow-Origin"] == "https://shop.example.test"
+    assert "x-conversation-token" in preflight["Access-Control-Allow-Headers"]
+    created = client.post("/api/conversations", {"language": "en"}, content_type="application/json",
+                          headers={"Origin": "https://shop.example.test"})
+    assert created.status_code == 201 and created["Access-Control-Allow-Origin"] == "https://shop.example.test"
+    other = client.post("/api/conversations", {"language": "en"}, content_type="application/json",
+                        headers={"Origin": "https://evil.example.test"})
+    assert "Access-Control-Allow-Origin" not in other
+    assert "Access-Control-Allow-Credentials" not in created  # no cookies cross-origin
+
+
+@pytest.mark.django_db(transaction=True)
+def test_websockets_accept_allowed_widget_origins_only(ws_client, settings):
+    from supportdesk.services import conversation_create
+
+    created = conversation_create(language="en")
+    path = f"/ws/conversations/{created.conversation.public_id}/?token={created.access_token}"
+    assert ws_client(path, origin=b"https://shop.example.test").connect()[0] is False
+    settings.WIDGET_ALLOWED_ORIGINS = ["https://shop.example.test"]
+    assert ws_client(path, origin=b"https://shop.example.test").connect()[0] is True
+    assert ws_client(path, origin=b"https://evil.example.test").connect()[0] is False

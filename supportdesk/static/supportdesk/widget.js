@@ -181,7 +181,9 @@
 
   // --- conversation ----------------------------------------------------------------------
   async function api(path, options) {
-    const resp = await fetch(apiBase + path, Object.assign({ credentials: "include" }, options || {}));
+    // Default credentials ("same-origin"): the staff session reaches the API only on the support
+    // site itself; on other sites the widget authenticates with its conversation token alone.
+    const resp = await fetch(apiBase + path, options || {});
     let body = null;
     try { body = await resp.json(); } catch (e) { body = null; }
     if (!resp.ok) {
