@@ -100,6 +100,7 @@ class ScriptedLLM:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+            self._server.close_open_connections()  # a down endpoint drops kept-alive clients too
             self._server = None
 
     @contextmanager
@@ -160,6 +161,28 @@ class ScriptedLLM:
 
 
 class _QuietServer(ThreadingHTTPServer):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._open: set[socket.socket] = set()
+        self._open_lock = threading.Lock()
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        with self._open_lock:
+            self._open.add(request)
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._open_lock:
+                self._open.discard(request)
+
+    def close_open_connections(self) -> None:
+        with self._open_lock:
+            for connection in list(self._open):
+                try:
+                    connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that gave up (a timeout test) closes its end first: that is expected here.
         import sys

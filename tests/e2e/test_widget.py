@@ -28,16 +28,23 @@ def _ask(page: Any, text: str) -> None:
     box.press("Enter")  # keyboard only
 
 
+LAST_ANSWER = """() => {
+  const answers = document.querySelector('#supportdesk-widget').shadowRoot.querySelectorAll('.answer');
+  const a = answers[answers.length - 1];
+  return a ? {streaming: a.classList.contains('streaming'), hidden: a.hidden, text: a.innerText} : null;
+}"""
+
+
 def _answer_snapshots(page: Any, timeout: float = 60) -> list[str]:
-    """The answer bubble's text, sampled until the final answer replaces the streamed text."""
+    """The answer bubble's text, sampled (in one atomic read each) until the final answer replaces it."""
     snapshots: list[str] = []
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        streaming = page.locator(".answer.streaming")
-        if streaming.count() and streaming.first.is_visible():
-            snapshots.append(streaming.first.inner_text())
-        if page.locator(".answer:not(.streaming)").count():
+        state = page.evaluate(LAST_ANSWER)
+        if state and not state["streaming"]:
             return snapshots
+        if state and not state["hidden"]:
+            snapshots.append(state["text"])
         page.wait_for_timeout(40)
     turns = list(Turn.objects.values_list("status", "error_code", "error_detail"))
     raise AssertionError(f"no final answer; saw {snapshots[-3:]}; widget: {page.locator('.log').inner_text()!r}; {turns}")
