@@ -135,6 +135,26 @@ class TurnEvent(models.Model):
         }
 
 
+class TurnFeedback(models.Model):
+    """The customer's rating of one turn's answer: helpful (+1) or not (-1), with an optional comment."""
+
+    class Rating(models.IntegerChoices):
+        UP = 1, "helpful"
+        DOWN = -1, "not helpful"
+
+    turn = models.OneToOneField(Turn, on_delete=models.CASCADE, related_name="feedback")
+    rating = models.SmallIntegerField(choices=Rating.choices)
+    comment = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = "feedback"
+        verbose_name_plural = "feedback"
+
+    def __str__(self) -> str:
+        return f"feedback {self.get_rating_display()} on turn {self.turn_id}"
+
+
 class ApiKey(models.Model):
     """A hashed API key with scopes; created in the admin, where the key is shown once."""
 

@@ -167,6 +167,14 @@ GUARD_OUTPUT_MODERATION = env.bool("GUARD_OUTPUT_MODERATION", default=False)
 
 # --- Retrieval (retrieval/) ------------------------------------------------------------
 
+# --- Analyst surfaces (exports, API, dashboard) ---------------------------------------
+# Rows per streamed piece of a CSV/JSONL export (and per server-side cursor fetch).
+EXPORT_CHUNK_ROWS = env.int("EXPORT_CHUNK_ROWS", default=2000)
+# Largest page the analyst API returns.
+ANALYST_API_MAX_PAGE = env.int("ANALYST_API_MAX_PAGE", default=500)
+# Days the staff dashboard shows when no date range is chosen.
+DASHBOARD_DEFAULT_DAYS = env.int("DASHBOARD_DEFAULT_DAYS", default=30)
+
 # --- Messages -------------------------------------------------------------------------
 MESSAGE_MAX_CHARS = env.int("MESSAGE_MAX_CHARS", default=4000)
 
