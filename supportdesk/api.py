@@ -79,3 +79,12 @@ def get_turn(request: HttpRequest, public_id: UUID, turn_id: int) -> dict:
 
 def _turn_out(turn: Turn) -> dict:
     return {"id": turn.pk, "status": turn.status, "ui_response": turn.ui_response, "answer": turn.answer_text}
+
+
+def _routers_add() -> None:
+    from supportdesk.analytics_api import router as analyst_router
+
+    api.add_router("/v1/plan-records", analyst_router)
+
+
+_routers_add()
