@@ -283,6 +283,7 @@ class PlanRecordAdmin(admin.ModelAdmin):
     search_fields = ("plan", "message")  # handled by get_search_results
     search_help_text = "Search the user intent and the customer's message."
     list_per_page = 100
+    change_list_template = "admin/sgr/planrecord/change_list.html"
     show_full_result_count = False
     actions = ("export_csv", "export_jsonl")
 
