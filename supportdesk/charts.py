@@ -20,8 +20,8 @@ FONT = 'font-family="sans-serif" font-size="11"'
 
 def _frame(width: int, height: int, body: list[str], title: str) -> SafeString:
     return mark_safe(  # noqa: S308  (every text below is escaped)
-        f'<svg xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{escape(title)}" width="{width}" '
-        f'height="{height}" viewBox="0 0 {width} {height}"><title>{escape(title)}</title>{"".join(body)}</svg>'
+        f'<svg xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{escape(title)}" width="100%" '
+        f'style="max-width:{width}px" viewBox="0 0 {width} {height}"><title>{escape(title)}</title>{"".join(body)}</svg>'
     )
 
 

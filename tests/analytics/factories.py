@@ -28,10 +28,10 @@ def record_make(
     answer: str = "",
     answer_prompt_tokens: int | None = None,
     conversation: Conversation | None = None,
-    events: list[tuple[str, float]] | None = None,
+    events: list[tuple[str, float] | tuple[str, float, dict[str, Any]]] | None = None,
     **fields: Any,
 ) -> PlanRecord:
-    """One turn with its plan record; ``events`` are (type, ms after the turn was created)."""
+    """One turn with its plan record; ``events`` are (type, ms after the turn was created[, payload])."""
     conversation = conversation or Conversation.objects.create(
         access_token_hash="x" * 64, language=language, injection_mode=injection_mode
     )
@@ -53,8 +53,9 @@ def record_make(
     when = created_at or timezone.now()
     PlanRecord.objects.filter(pk=record.pk).update(created_at=when)
     Turn.objects.filter(pk=turn.pk).update(created_at=when)
-    for seq, (type_, ms) in enumerate(events or [], start=conversation.last_event_seq + 1):
-        event = TurnEvent.objects.create(conversation=conversation, turn=turn, seq=seq, type=type_, payload={})
+    for seq, (type_, ms, *payload) in enumerate(events or [], start=conversation.last_event_seq + 1):
+        event = TurnEvent.objects.create(conversation=conversation, turn=turn, seq=seq, type=type_,
+                                         payload=payload[0] if payload else {})
         TurnEvent.objects.filter(pk=event.pk).update(created_at=when + dt.timedelta(milliseconds=ms))
         conversation.last_event_seq = seq
     conversation.save(update_fields=["last_event_seq"])
