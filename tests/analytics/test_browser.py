@@ -1,7 +1,8 @@
 """Admin pages and the dashboard in a real Chromium (Debian's ``chromium`` through playwright).
 
-The browser is never downloaded by playwright: the fixture uses ``/usr/bin/chromium``
-and, when it is missing and we are root (CI), installs it with apt-get first.
+The browser is never downloaded by playwright: the fixture uses Debian's ``chromium``
+from the PATH (or ``SD_CHROMIUM``) and, when it is missing and we are root (CI),
+installs it with apt-get first.
 Screenshots go to the test's temporary directory; with ``SD_SCREENSHOTS=DIR``
 they are also written to ``DIR`` (``SD_SCREENSHOTS=docs`` refreshes ``docs/inspector.png``).
 """
@@ -28,22 +29,25 @@ from tests.analytics.factories import record_make
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 PASSWORD = "pw-staff-browser-1"
 
 
+def _chromium_find() -> str | None:
+    return os.environ.get("SD_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+
+
 def _chromium_ensure() -> str:
-    if Path(CHROMIUM).exists():
-        return CHROMIUM
-    if os.geteuid() == 0 and shutil.which("apt-get"):
+    found = _chromium_find()
+    if found is None and os.geteuid() == 0 and shutil.which("apt-get"):
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
         subprocess.run(["apt-get", "update"], check=True, env=env, capture_output=True)
         subprocess.run(["apt-get", "install", "-y", "chromium"], check=True, env=env, capture_output=True)
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium package (apt-get install -y chromium)")
-    return CHROMIUM
+        found = _chromium_find()
+    if found is None:
+        pytest.fail("chromium is missing: install Debian's chromium package (apt-get install -y chromium)")
+    return found
 
 
 @pytest.fixture
