@@ -280,7 +280,7 @@ class PlanRecordAdmin(admin.ModelAdmin):
     )
     list_select_related = ("turn__user_message", "conversation")
     date_hierarchy = "created_at"
-    search_fields = ("plan", "message")  # handled by get_search_results
+    search_fields = ("plan__user_intent", "turn__user_message__text")  # see get_search_results
     search_help_text = "Search the user intent and the customer's message."
     list_per_page = 100
     change_list_template = "admin/sgr/planrecord/change_list.html"
