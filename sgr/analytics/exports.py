@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
 from django.conf import settings
@@ -100,39 +100,46 @@ def record_rows(queryset: QuerySet[PlanRecord], *, nested: bool = True) -> list[
     return rows
 
 
-def _chunks(queryset: QuerySet[PlanRecord]) -> Iterator[list[dict[str, Any]]]:
+def _pieces(queryset: QuerySet[PlanRecord], line: Callable[[dict[str, Any]], str], head: str = "") -> Iterator[str]:
+    """``head``, then the rows as text, one piece per ``EXPORT_CHUNK_ROWS`` rows.
+
+    Rows are turned into text as they arrive from the cursor, so only one
+    database fetch and one piece of text are held at a time.
+    """
     size = settings.EXPORT_CHUNK_ROWS
-    chunk: list[dict[str, Any]] = []
+    if head:
+        yield head
+    buffer: list[str] = []
     for row in _rows_query(queryset).iterator(chunk_size=size):
-        chunk.append(row)
-        if len(chunk) >= size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
+        buffer.append(line(row))
+        if len(buffer) >= size:
+            yield "".join(buffer)
+            buffer = []
+    if buffer:
+        yield "".join(buffer)
+
+
+def _csv_line(row: dict[str, Any]) -> str:
+    out = io.StringIO()
+    csv.DictWriter(out, fieldnames=COLUMNS).writerow(_flat(row))
+    return out.getvalue()
+
+
+def _jsonl_line(row: dict[str, Any]) -> str:
+    item = {**_flat(row), "plan": row["plan"], "guardian": row["guardian"], "metadata": row["metadata"]}
+    return json.dumps(item, ensure_ascii=False, cls=DjangoJSONEncoder) + "\n"
 
 
 def csv_stream(queryset: QuerySet[PlanRecord]) -> Iterator[str]:
     """The header, then one piece per chunk of rows."""
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=COLUMNS)
-    writer.writeheader()
-    yield buffer.getvalue()
-    for chunk in _chunks(queryset):
-        buffer.seek(0)
-        buffer.truncate()
-        writer.writerows(_flat(row) for row in chunk)
-        yield buffer.getvalue()
+    header = io.StringIO()
+    csv.DictWriter(header, fieldnames=COLUMNS).writeheader()
+    return _pieces(queryset, _csv_line, header.getvalue())
 
 
 def jsonl_stream(queryset: QuerySet[PlanRecord]) -> Iterator[str]:
     """One JSON object per line (flat columns plus ``plan``, ``guardian``, ``metadata``), one piece per chunk."""
-    for chunk in _chunks(queryset):
-        lines = []
-        for row in chunk:
-            item = {**_flat(row), "plan": row["plan"], "guardian": row["guardian"], "metadata": row["metadata"]}
-            lines.append(json.dumps(item, ensure_ascii=False, cls=DjangoJSONEncoder))
-        yield "\n".join(lines) + "\n"
+    return _pieces(queryset, _jsonl_line)
 
 
 def export_stream(queryset: QuerySet[PlanRecord], export_format: ExportFormat) -> Iterator[str]:
