@@ -8,7 +8,8 @@ then its structured result is written to the output workbook.
   then ``os.replace``) after finished rows, at most every ``flush_seconds``,
   and always at the end, even when the run is interrupted.
 - Resume: rows whose id is already ``done`` in the output are skipped; rows
-  that failed are tried again.
+  that failed, and rows still in flight when the run was interrupted, are
+  asked again.
 - An error in one row is recorded in that row's ``error`` column and never
   stops the batch.
 """
