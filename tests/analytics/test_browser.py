@@ -149,6 +149,14 @@ def test_inspector_template_editor_and_dashboard_in_chromium(page: Any, live_ser
     page.wait_for_function("document.getElementById('sd-preview-problems').children.length >= 2")
     assert page.inner_text("#sd-preview-model") == ""
 
+    # The conversation transcript links each turn to its plan record.
+    page.goto(f"{live_server.url}/admin/supportdesk/conversation/{record.conversation_id}/change/")
+    assert page.locator(".sd-turn").count() == 1
+    page.click(f"#sd-turn-{record.turn_id} >> text=plan record {record.pk}")
+    page.wait_for_selector("#sd-context-synthetic")
+    page.go_back()
+    _shot(page, tmp_path, "transcript")
+
     # The UI-strings matrix and the dashboard.
     page.goto(f"{live_server.url}/admin/sgr/uistring/matrix/")
     assert page.locator("td.missing").count() == 0
