@@ -33,12 +33,51 @@ FILTERS_DOC = (
 CONTROL_PARAMS = {"format", "ordering", "limit", "offset"}
 
 
+class PlanRecordRow(Schema):
+    """One plan record: the export's flat columns plus the nested plan, guardian verdict and metadata."""
+
+    id: int
+    created_at: str
+    turn_id: int
+    conversation: str
+    language: str
+    injection_mode: str
+    message: str
+    user_intent: str
+    topic: str
+    category: str
+    spam_score: float | None
+    intent_confidence: float | None
+    model_action: str
+    final_action: str
+    action_overridden: bool
+    routing_rule: str
+    plan_status: str
+    guardian_level: str
+    guardian_status: str
+    guardian_categories: str
+    kb_relevance: float | None
+    planner_latency_ms: float
+    prompt_tokens: int
+    completion_tokens: int
+    answer_prompt_tokens: int | None
+    subquery_coverage: float | None
+    plan_answer_rouge_l: float | None
+    feedback: str
+    ui_response: str
+    context_synthetic: str
+    answer: str
+    plan: dict[str, Any] | None
+    guardian: dict[str, Any]
+    metadata: dict[str, Any]
+
+
 class PlanRecordPage(Schema):
     count: int
     limit: int
     offset: int
     ordering: str
-    items: list[dict[str, Any]]
+    items: list[PlanRecordRow]
 
 
 def _language() -> str:

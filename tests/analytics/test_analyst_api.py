@@ -131,3 +131,9 @@ def test_admin_action_exports_the_selected_records(staff_client: Client, three: 
                                  {"action": "export_csv", "_selected_action": [three["clarify"].pk]})
     rows = list(csv.DictReader(io.StringIO(_body(response))))
     assert [r["final_action"] for r in rows] == ["clarify"]
+
+
+def test_list_schema_matches_the_export_columns() -> None:
+    from supportdesk.analytics_api import PlanRecordRow
+
+    assert list(PlanRecordRow.model_fields) == [*COLUMNS, "plan", "guardian", "metadata"]
