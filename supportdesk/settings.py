@@ -97,7 +97,13 @@ REDIS_URL = env.str("REDIS_URL", default="redis://127.0.0.1:63799/0")
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 60},
+        # The layer blocks on Redis for 5 s at a time (BZPOPMIN); redis-py's default socket
+        # timeout is also 5 s, which drops idle websockets. Give reads a longer timeout.
+        "CONFIG": {
+            "hosts": [{"address": REDIS_URL, "socket_timeout": env.float("REDIS_SOCKET_TIMEOUT", default=30.0)}],
+            "capacity": 1000,
+            "expiry": 60,
+        },
     },
 }
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
 from supportdesk.models import Message, Turn, TurnEvent
-from supportdesk.services import conversation_create
+from supportdesk.services import conversation_create, message_receive
 from tests.conftest import wait_for_turn
 from tests.llm_stub import Reply
 
@@ -60,6 +61,20 @@ def test_full_turn_streams_events_from_all_three_stages(llm, celery_worker, ws_c
     assert chats[1]["stream"] is True
     assert chats[1]["messages"][-2] == {"role": "user", "content": "How do I reset my password?"}
     assert chats[1]["messages"][-1]["role"] == "assistant"
+
+    # Each stage logged one structured line with the turn id, outcome, latency and tokens.
+    def stage_lines() -> list[dict]:
+        return [json.loads(line.split("] ", 1)[1]) for line in celery_worker.log_path.read_text().splitlines()
+                if '"event": "turn_stage"' in line and f'"turn_id": {turn.pk},' in line]
+
+    # The answer stage logs right after it commits `done`, so its line may trail the event.
+    deadline = time.monotonic() + 10
+    while len(logged := stage_lines()) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [entry["stage"] for entry in logged] == ["guard", "sgr", "answer"]
+    assert [entry["outcome"] for entry in logged] == ["pass", "normal", "done"]
+    assert all(entry["latency_ms"] >= 0 for entry in logged)
+    assert logged[1]["tokens"]["prompt"] > 0 and logged[2]["tokens"]["completion"] > 0
     assert chats[1]["messages"][-1]["content"].startswith("## Analysis")
     assert "tools" not in chats[1]
 
@@ -181,3 +196,20 @@ def test_stream_cut_midway_fails_once_without_repeating_tokens(llm, celery_worke
     turn = Turn.objects.get(conversation=created.conversation)
     assert turn.status == Turn.Status.FAILED
     assert len(llm.chat_requests()) == 2  # the answer call was not retried
+
+
+def test_an_idle_socket_still_gets_events_after_the_layer_blocking_timeout(ws_client, monkeypatch):
+    # A slow planning call leaves the socket idle for longer than the channel layer's
+    # 5 s blocking read: the live event must still arrive, and the socket stay open.
+    from supportdesk.events import turn_event_emit
+
+    monkeypatch.setattr("supportdesk.services._enqueue_turn", lambda turn_id: None)  # no worker: we emit
+    created = conversation_create(language="en")
+    client = ws_client(_path(created.conversation, created.access_token))
+    assert client.connect()[0]
+    turn = message_receive(conversation=created.conversation, text="slow question")
+    client.receive_until(lambda f: f["type"] == "status")  # the queued status
+    time.sleep(6.5)
+    turn_event_emit(turn=turn, type="status", payload={"status": "planning"})
+    frame = client.receive(timeout=10)
+    assert frame["type"] == "status" and frame["payload"]["status"] == "planning"
