@@ -19,6 +19,9 @@ from sgr.models import PlanRecord
 
 TRACE_APP = "retrieval"
 _TRACE_SKIP = {"id", "turn"}
+# Columns of a trace's ``results`` rows shown as a table, in this order, when present.
+RESULT_COLUMNS = ("number", "title", "source", "heading_path", "vector_score", "text_score", "fused_score",
+                  "rerank_score", "relevance")
 
 
 def pretty(value: Any) -> str:
@@ -36,6 +39,8 @@ class Trace(BaseModel):
     title: str
     confidence: str = ""
     latency_ms: float | None = None
+    result_columns: list[str] = []
+    result_rows: list[list[str]] = []
     fields: list[tuple[str, str]]
 
 
@@ -64,6 +69,20 @@ class Inspection(BaseModel):
     feedback: dict[str, Any] | None
 
 
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    if isinstance(value, list):
+        return " › ".join(str(v) for v in value)
+    return "" if value is None else str(value)
+
+
+def _results_table(results: Any) -> tuple[list[str], list[list[str]]]:
+    rows = [r for r in results if isinstance(r, dict)] if isinstance(results, list) else []
+    columns = [c for c in RESULT_COLUMNS if any(c in r for r in rows)]
+    return columns, [[_cell(r.get(c)) for c in columns] for r in rows]
+
+
 def _traces(turn: models.Model) -> list[Trace]:
     traces: list[Trace] = []
     for relation in turn._meta.related_objects:
@@ -77,12 +96,15 @@ def _traces(turn: models.Model) -> list[Trace]:
                 if f.name not in _TRACE_SKIP and f.name not in ("confidence", "latency_ms")
             ]
             confidence = getattr(obj, "confidence", None)
+            columns, rows = _results_table(getattr(obj, "results", None))
             traces.append(
                 Trace(
                     kind=obj._meta.verbose_name,
                     title=str(obj),
                     confidence=pretty(confidence) if confidence not in (None, "", {}) else "",
                     latency_ms=getattr(obj, "latency_ms", None),
+                    result_columns=columns,
+                    result_rows=rows,
                     fields=fields,
                 )
             )

@@ -148,22 +148,30 @@ def output_write(path: Path, rows: list[dict[str, Any]]) -> None:
         raise
 
 
-def _searches(turn_id: int, structured: StructuredTurn) -> tuple[int, int]:
-    """(searches, chunks) of a turn: its retrieval traces when recorded, else the planner's record."""
+def _retrieval(turn_id: int, structured: StructuredTurn) -> tuple[str, int, int]:
+    """(articles, chunks, searches) of a turn.
+
+    From its retrieval traces when the retrieval app records them (articles found,
+    their chunks, one search per trace), else from the answer's sources and the
+    queries the answer stage recorded.
+    """
     from supportdesk.models import Turn
 
-    turn = Turn.objects.get(pk=turn_id)
-    traces = getattr(turn, "retrieval_traces", None)
+    traces = getattr(Turn.objects.get(pk=turn_id), "retrieval_traces", None)
+    cited = _articles(structured.sources)
     if traces is not None:
-        rows = list(traces.all())
-        return len(rows), sum(len(getattr(t, "results", None) or []) for t in rows)
+        results = [r for t in traces.all() for r in (getattr(t, "results", None) or []) if isinstance(r, dict)]
+        searches = traces.count()
+        found = _articles(results)
+        chunks = sum(len(r.get("chunk_ids") or [r]) for r in results)
+        return cited or found, chunks, searches
     record = plan_record_get(turn_id=turn_id)
     searched = (((record.metadata or {}).get("answer") or {}).get("searched_queries") or []) if record else []
-    return len(searched), len(structured.sources)
+    return cited, len(structured.sources), len(searched)
 
 
 def _articles(sources: list[dict[str, Any]]) -> str:
-    names = [str(s.get("title") or s.get("url") or s.get("path") or "") for s in sources]
+    names = [str(s.get("title") or s.get("url") or s.get("source") or s.get("path") or "") for s in sources]
     return "; ".join(dict.fromkeys(n for n in names if n))
 
 
@@ -176,10 +184,10 @@ def row_process(request: Request, *, language: str, timeout: float) -> dict[str,
         finished = turn_wait(turn_id=turn.pk, timeout=timeout)
         result = turn_structured(turn=finished)
         plan = result.plan or {}
-        searches, chunks = _searches(finished.pk, result)
+        articles, chunks, searches = _retrieval(finished.pk, result)
         row.update(
             status=DONE if result.status != "failed" else "failed",
-            articles=_articles(result.sources),
+            articles=articles,
             chunks=chunks,
             answer=result.answer_text or result.ui_response,
             spam_score=plan.get("spam_score"),
