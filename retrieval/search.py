@@ -1,0 +1,198 @@
+"""Hybrid search: pgvector HNSW + Postgres full text, fused by reciprocal rank fusion (RRF).
+
+Fusion is language-aware. Full text only judges chunks whose text-search
+configuration matches the query's language (a Russian question shares no stems
+with an English passage), so for a chunk in another language the lexical
+retriever abstains and the chunk's dense contribution counts twice; a chunk in
+the query's language gets ``1/(k+rank_vector) + 1/(k+rank_text)``. Fusing naively
+across languages lets weak same-language lexical matches push out the right
+passage (measured: dense R@1 0.80 fell to 0.28, see STACK.md).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import numpy as np
+from django.conf import settings
+from django.db import connection, transaction
+
+from retrieval.embedders import embedder_get
+from retrieval.language import language_detect, ts_config_for
+from retrieval.rerank import RerankError, rerank_client
+from retrieval.schemas import Article, ChunkHit, SearchFilters, SearchMode
+
+logger = logging.getLogger(__name__)
+
+
+def vector_literal(vector: Sequence[float] | np.ndarray) -> str:
+    return "[" + ",".join(f"{float(x):.7g}" for x in vector) + "]"
+
+
+def _filter_sql(filters: SearchFilters | None) -> tuple[str, list[object]]:
+    if filters is None:
+        return "", []
+    clauses: list[str] = []
+    params: list[object] = []
+    if filters.document_ids is not None:
+        clauses.append("c.document_id = ANY(%s)")
+        params.append(list(filters.document_ids))
+    if filters.languages is not None:
+        clauses.append("c.language = ANY(%s)")
+        params.append(list(filters.languages))
+    if filters.source_prefix:
+        clauses.append("c.document_id IN (SELECT id FROM retrieval_document WHERE source LIKE %s)")
+        params.append(filters.source_prefix.replace("%", r"\%").replace("_", r"\_") + "%")
+    return "".join(f" AND {clause}" for clause in clauses), params
+
+
+def _vector_ranking(vector: str, n: int, filters: SearchFilters | None) -> list[int]:
+    where, params = _filter_sql(filters)
+    with transaction.atomic(), connection.cursor() as cursor:
+        # SET LOCAL: the knobs last until this (sub)transaction's outer commit only.
+        cursor.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(max(settings.RETRIEVAL_HNSW_EF_SEARCH, n))])
+        if where:  # filtered: keep scanning the graph until enough rows pass the filter
+            cursor.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
+        cursor.execute(
+            f"SELECT c.id FROM retrieval_chunk c WHERE c.embedding IS NOT NULL{where} "
+            "ORDER BY c.embedding <=> %s::vector LIMIT %s",
+            [*params, vector, n],
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+def _text_ranking(query: str, ts_config: str, n: int, filters: SearchFilters | None) -> list[tuple[int, float]]:
+    where, params = _filter_sql(filters)
+    # websearch_to_tsquery parses the user's syntax ("phrases", -not, or) in the query's
+    # language; its implicit ANDs become ORs so a natural question still matches passages
+    # that contain only some of its words, ranked by how densely they cover them.
+    sql = (
+        "WITH q AS (SELECT to_tsquery(%s::regconfig, "
+        "replace(websearch_to_tsquery(%s::regconfig, %s)::text, ' & ', ' | ')) AS tsq) "
+        "SELECT c.id, ts_rank_cd(c.search_vector, q.tsq, 1) AS rank FROM retrieval_chunk c, q "
+        f"WHERE c.ts_config = %s AND c.search_vector @@ q.tsq{where} "
+        "ORDER BY rank DESC, c.id LIMIT %s"
+    )
+    with connection.cursor() as cursor:
+        # Lower-cased here, like the indexed text (see ingestion.chunks_index_text).
+        cursor.execute(sql, [ts_config, ts_config, query.lower(), ts_config, *params, n])
+        return [(row[0], float(row[1])) for row in cursor.fetchall()]
+
+
+def _hits_load(ids: list[int], vector: str | None) -> tuple[dict[int, ChunkHit], dict[int, str]]:
+    """Hits by chunk id (with the cosine when ``vector`` is given) and each chunk's text-search config."""
+    if not ids:
+        return {}, {}
+    score = "1 - (c.embedding <=> %s::vector)" if vector is not None else "NULL"
+    sql = (
+        f"SELECT c.id, c.document_id, d.source, d.title, c.heading_path, c.position, c.language, c.text, "
+        f"c.token_count, c.ts_config, {score} FROM retrieval_chunk c "
+        "JOIN retrieval_document d ON d.id = c.document_id WHERE c.id = ANY(%s)"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [vector, ids] if vector is not None else [ids])
+        rows = cursor.fetchall()
+    hits: dict[int, ChunkHit] = {}
+    ts_configs: dict[int, str] = {}
+    for (chunk_id, document_id, source, title, heading, position, language, text, tokens, ts_config,
+         cosine) in rows:
+        hits[chunk_id] = ChunkHit(chunk_id=chunk_id, document_id=document_id, source=source, title=title,
+                                  heading_path=heading, position=position, language=language, text=text,
+                                  token_count=tokens, vector_score=None if cosine is None else float(cosine))
+        ts_configs[chunk_id] = ts_config
+    return hits, ts_configs
+
+
+def chunk_search_hybrid(query: str, k: int = 10, filters: SearchFilters | None = None, *,
+                        mode: SearchMode = "hybrid", query_vector: np.ndarray | None = None,
+                        language: str | None = None, rerank: bool = True) -> list[ChunkHit]:
+    """The ``k`` best chunks for ``query``, best first.
+
+    ``mode`` picks the retrievers (``vector``, ``text`` or both fused). The query's
+    language is detected from its script (``language`` is the fallback for text
+    without letters). ``query_vector`` skips embedding the query when the caller
+    already has it. When a reranker is configured and ``rerank`` is true, the fused
+    candidates are reordered by its scores; if it fails the fused order stands.
+    """
+    k = max(1, k)
+    n = max(settings.RETRIEVAL_CANDIDATES, k)
+    ts_config = ts_config_for(language_detect(query, default=language or settings.DEFAULT_LANGUAGE))
+    vector: str | None = None
+    if mode != "text":
+        if query_vector is None:
+            query_vector = embedder_get().embed_queries([query])[0]
+        vector = vector_literal(query_vector)
+    vector_ids = _vector_ranking(vector, n, filters) if vector is not None else []
+    text_ranked = _text_ranking(query, ts_config, n, filters) if mode != "vector" else []
+
+    hits, ts_configs = _hits_load(list(dict.fromkeys([*vector_ids, *(cid for cid, _ in text_ranked)])), vector)
+    rrf_k = settings.RETRIEVAL_RRF_K
+    for rank, chunk_id in enumerate(vector_ids, start=1):
+        hit = hits[chunk_id]
+        hit.vector_rank = rank
+        # In hybrid mode the lexical retriever cannot judge another language: count dense twice.
+        abstains = mode == "hybrid" and ts_configs[chunk_id] != ts_config
+        hit.fused_score += (2.0 if abstains else 1.0) / (rrf_k + rank)
+    for rank, (chunk_id, score) in enumerate(text_ranked, start=1):
+        hit = hits[chunk_id]
+        hit.text_rank, hit.text_score = rank, score
+        hit.fused_score += 1.0 / (rrf_k + rank)
+    ordered = sorted(hits.values(), key=lambda h: (-h.fused_score, -(h.vector_score or 0.0), h.chunk_id))
+    if rerank:
+        ordered = _reranked(query, ordered)
+    return ordered[:k]
+
+
+def _reranked(query: str, hits: list[ChunkHit]) -> list[ChunkHit]:
+    client = rerank_client()
+    if client is None or not hits:
+        return hits
+    candidates = hits[:settings.RETRIEVAL_CANDIDATES]
+    try:
+        scores = client.scores(query=query, documents=[h.text for h in candidates])
+    except RerankError as exc:
+        logger.warning("reranker failed, keeping the fused order: %s", exc)
+        return hits
+    for hit, score in zip(candidates, scores, strict=True):
+        hit.rerank_score = score
+    return sorted(candidates, key=lambda h: -(h.rerank_score or float("-inf"))) + hits[len(candidates):]
+
+
+def articles_group(hits: list[ChunkHit], *, seen_document_ids: set[int] | None = None) -> list[Article]:
+    """Group hits by document, best chunk first; documents in ``seen_document_ids`` are left out.
+
+    Hits must be ordered best first; an article's rank is its best chunk's.
+    """
+    seen = seen_document_ids or set()
+    grouped: dict[int, list[ChunkHit]] = {}
+    for hit in hits:
+        if hit.document_id not in seen:
+            grouped.setdefault(hit.document_id, []).append(hit)
+    return [
+        Article(document_id=document_id, source=group[0].source, title=group[0].title, best=group[0],
+                chunks=sorted(group, key=lambda h: h.position))
+        for document_id, group in grouped.items()
+    ]
+
+
+def articles_search(queries: list[str], *, k: int, filters: SearchFilters | None = None,
+                    language: str | None = None, mode: SearchMode = "hybrid") -> list[Article]:
+    """Articles for the several queries of one turn, de-duplicated: a document appears once, at its best.
+
+    Each query contributes its hits; when two queries find the same document the
+    article keeps the better-scoring best chunk and the union of found chunks.
+    """
+    by_document: dict[int, Article] = {}
+    for query in dict.fromkeys(q.strip() for q in queries if q.strip()):
+        hits = chunk_search_hybrid(query, k=k * 3, filters=filters, mode=mode, language=language)
+        for article in articles_group(hits):
+            current = by_document.get(article.document_id)
+            if current is None:
+                by_document[article.document_id] = article
+                continue
+            chunks = {c.chunk_id: c for c in [*current.chunks, *article.chunks]}
+            best = article.best if article.score > current.score else current.best
+            by_document[article.document_id] = current.model_copy(update={
+                "best": best, "chunks": sorted(chunks.values(), key=lambda h: h.position)})
+    return sorted(by_document.values(), key=lambda a: -a.score)[:k]
