@@ -18,7 +18,7 @@ def context_fit_budget(articles: list[Article], *, budget_tokens: int, first_num
     Articles that fit whole are kept whole. Otherwise the budget is shared in
     proportion to rank weights ``1/rank`` (the first article gets the largest
     share), each article is cut to its share at a word boundary, and an article
-    whose share is under ``MIN_ARTICLE_TOKENS`` is dropped. Shares an article does
+    whose share is under ``MIN_ARTICLE_TOKENS`` is dropped (never the first). Shares an article does
     not need (it is shorter) go to the ones below it. The report says what was
     trimmed or dropped.
     """
@@ -38,7 +38,7 @@ def context_fit_budget(articles: list[Article], *, budget_tokens: int, first_num
     out: list[ContextArticle] = []
     dropped: list[int] = []
     for article, text, size, limit in zip(articles, texts, sizes, allowed, strict=True):
-        if limit < size and limit < MIN_ARTICLE_TOKENS:
+        if out and limit < size and limit < MIN_ARTICLE_TOKENS:
             dropped.append(article.document_id)
             continue
         kept = text if limit >= size else _truncate(text, limit)
