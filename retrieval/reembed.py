@@ -8,7 +8,8 @@ from django.db import connection, transaction
 
 from retrieval.embedders import Embedder, embedder_get
 from retrieval.ingestion import embedding_input
-from retrieval.models import Chunk, Document
+from retrieval.models import Document
+from retrieval.search import vector_literal
 
 
 def embedding_column_dim() -> int | None:
@@ -25,6 +26,8 @@ def embedding_column_dim() -> int | None:
 def embedding_column_resize(*, dim: int) -> None:
     """Change the vector column to ``dim`` dimensions (dropping its vectors) and rebuild the HNSW index."""
     with connection.cursor() as cursor:
+        # Deferred FK checks queued earlier in this transaction would block ALTER TABLE.
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
         cursor.execute("DROP INDEX IF EXISTS chunk_embedding_hnsw")
         cursor.execute(f"ALTER TABLE retrieval_chunk ALTER COLUMN embedding TYPE vector({int(dim)}) USING NULL")
         cursor.execute("CREATE INDEX chunk_embedding_hnsw ON retrieval_chunk "
@@ -52,10 +55,10 @@ def kb_reembed(*, embedder: Embedder | None = None, only_stale: bool = True,
     for document in documents.iterator():
         chunks = list(document.chunks.order_by("position"))
         vectors = embedder.embed_passages([embedding_input(document.title, c.heading_path, c.text) for c in chunks])
-        with transaction.atomic():
-            for chunk, vector in zip(chunks, vectors, strict=True):
-                chunk.embedding = vector
-            Chunk.objects.bulk_update(chunks, ["embedding"], batch_size=500)
+        with transaction.atomic(), connection.cursor() as cursor:
+            # Raw SQL: the ORM would cast to the model's declared dimension, not the column's.
+            cursor.executemany("UPDATE retrieval_chunk SET embedding = %s::vector WHERE id = %s",
+                               [(vector_literal(v), c.pk) for c, v in zip(chunks, vectors, strict=True)])
             Document.objects.filter(pk=document.pk).update(embedder=embedder.name)
         done += 1
         if on_progress is not None:

@@ -62,21 +62,50 @@ def _vector_ranking(vector: str, n: int, filters: SearchFilters | None) -> list[
         return [row[0] for row in cursor.fetchall()]
 
 
+def _tsquery_literal(lexeme: str) -> str:
+    """A single already-normalised lexeme as tsquery input (no second stemming)."""
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
 def _text_ranking(query: str, ts_config: str, n: int, filters: SearchFilters | None) -> list[tuple[int, float]]:
+    """Chunk ids and ``ts_rank_cd`` scores, best first, from chunks in ``ts_config`` only.
+
+    websearch_to_tsquery parses the user's syntax ("phrases", -not, or) in the query's
+    language; its implicit ANDs become ORs so a natural question still matches passages
+    holding only some of its words, ranked by how densely they cover them.
+    Ranking every chunk that shares one common word would cost time linear in the
+    knowledge base, so candidates are gathered per lexeme, at most
+    ``RETRIEVAL_TEXT_CANDIDATES_PER_TERM`` each: a rare term (a code, a product name)
+    brings all its chunks, a common one an arbitrary sample, which is where lexical
+    evidence is weak anyway.
+    """
     where, params = _filter_sql(filters)
-    # websearch_to_tsquery parses the user's syntax ("phrases", -not, or) in the query's
-    # language; its implicit ANDs become ORs so a natural question still matches passages
-    # that contain only some of its words, ranked by how densely they cover them.
-    sql = (
-        "WITH q AS (SELECT to_tsquery(%s::regconfig, "
-        "replace(websearch_to_tsquery(%s::regconfig, %s)::text, ' & ', ' | ')) AS tsq) "
-        "SELECT c.id, ts_rank_cd(c.search_vector, q.tsq, 1) AS rank FROM retrieval_chunk c, q "
-        f"WHERE c.ts_config = %s AND c.search_vector @@ q.tsq{where} "
-        "ORDER BY rank DESC, c.id LIMIT %s"
-    )
     with connection.cursor() as cursor:
         # Lower-cased here, like the indexed text (see ingestion.chunks_index_text).
-        cursor.execute(sql, [ts_config, ts_config, query.lower(), ts_config, *params, n])
+        cursor.execute(
+            "SELECT replace(websearch_to_tsquery(%s::regconfig, %s)::text, ' & ', ' | '), "
+            "tsvector_to_array(to_tsvector(%s::regconfig, %s))",
+            [ts_config, query.lower(), ts_config, query.lower()],
+        )
+        tsquery, lexemes = cursor.fetchone()
+        if not tsquery or not lexemes:
+            return []
+        per_term = settings.RETRIEVAL_TEXT_CANDIDATES_PER_TERM
+        candidates = " UNION ".join(
+            f"(SELECT c.id FROM retrieval_chunk c WHERE c.ts_config = %s AND c.search_vector @@ %s::tsquery{where}"
+            " LIMIT %s)"
+            for _ in lexemes
+        )
+        candidate_params: list[object] = []
+        for lexeme in lexemes:
+            candidate_params += [ts_config, _tsquery_literal(lexeme), *params, per_term]
+        cursor.execute(
+            f"WITH cand AS ({candidates}) "
+            "SELECT c.id, ts_rank_cd(c.search_vector, %s::tsquery, 1) AS rank "
+            "FROM retrieval_chunk c JOIN cand ON cand.id = c.id WHERE c.search_vector @@ %s::tsquery "
+            "ORDER BY rank DESC, c.id LIMIT %s",
+            [*candidate_params, tsquery, tsquery, n],
+        )
         return [(row[0], float(row[1])) for row in cursor.fetchall()]
 
 

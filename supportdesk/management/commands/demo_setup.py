@@ -10,8 +10,9 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
+from retrieval.demo import DEMO_KB_DIR
+
 DEMO_USERNAME = "staff"
-DEMO_KB_DIR = Path(settings.BASE_DIR) / "retrieval" / "demo_kb"
 
 
 class Command(BaseCommand):
