@@ -12,6 +12,7 @@ passage (measured: dense R@1 0.80 fell to 0.28, see STACK.md).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -47,7 +48,8 @@ def _filter_sql(filters: SearchFilters | None) -> tuple[str, list[object]]:
     return "".join(f" AND {clause}" for clause in clauses), params
 
 
-def _vector_ranking(vector: str, n: int, filters: SearchFilters | None) -> list[int]:
+def _vector_ranking(vector: str, n: int, filters: SearchFilters | None) -> list[tuple[int, float, str]]:
+    """(chunk id, cosine similarity, text-search config) of the ``n`` nearest chunks, nearest first."""
     where, params = _filter_sql(filters)
     with transaction.atomic(), connection.cursor() as cursor:
         # SET LOCAL: the knobs last until this (sub)transaction's outer commit only.
@@ -55,16 +57,45 @@ def _vector_ranking(vector: str, n: int, filters: SearchFilters | None) -> list[
         if where:  # filtered: keep scanning the graph until enough rows pass the filter
             cursor.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
         cursor.execute(
-            f"SELECT c.id FROM retrieval_chunk c WHERE c.embedding IS NOT NULL{where} "
-            "ORDER BY c.embedding <=> %s::vector LIMIT %s",
-            [*params, vector, n],
+            f"SELECT c.id, 1 - (c.embedding <=> %s::vector), c.ts_config FROM retrieval_chunk c "
+            f"WHERE c.embedding IS NOT NULL{where} ORDER BY c.embedding <=> %s::vector LIMIT %s",
+            [vector, *params, vector, n],
         )
-        return [row[0] for row in cursor.fetchall()]
+        return [(row[0], float(row[1]), row[2]) for row in cursor.fetchall()]
 
 
 def _tsquery_literal(lexeme: str) -> str:
     """A single already-normalised lexeme as tsquery input (no second stemming)."""
     return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+_common_cache: tuple[float, frozenset[str]] = (0.0, frozenset())
+
+
+def _common_lexemes() -> frozenset[str]:
+    """Lexemes estimated (by ANALYZE's most-common-elements statistics) to occur in too many chunks.
+
+    Cached per process for a minute: the statistics only change when autovacuum re-analyses.
+    """
+    global _common_cache
+    cached_at, cached = _common_cache
+    if time.monotonic() - cached_at < 60:
+        return cached
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs, c.reltuples "
+            "FROM pg_stats s JOIN pg_class c ON c.relname = s.tablename AND c.relkind = 'r' "
+            "WHERE s.schemaname = current_schema() AND s.tablename = 'retrieval_chunk' "
+            "AND s.attname = 'search_vector'"
+        )
+        row = cursor.fetchone()
+    common: frozenset[str] = frozenset()
+    if row and row[0]:
+        elements, freqs, rows = row
+        limit = settings.RETRIEVAL_TEXT_MAX_TERM_ROWS
+        common = frozenset(e for e, f in zip(elements, freqs, strict=False) if f * max(rows, 0) > limit)
+    _common_cache = (time.monotonic(), common)
+    return common
 
 
 def _text_ranking(query: str, ts_config: str, n: int, filters: SearchFilters | None) -> list[tuple[int, float]]:
@@ -76,8 +107,11 @@ def _text_ranking(query: str, ts_config: str, n: int, filters: SearchFilters | N
     Ranking every chunk that shares one common word would cost time linear in the
     knowledge base, so candidates are gathered per lexeme, at most
     ``RETRIEVAL_TEXT_CANDIDATES_PER_TERM`` each: a rare term (a code, a product name)
-    brings all its chunks, a common one an arbitrary sample, which is where lexical
-    evidence is weak anyway.
+    brings all its chunks, a common one a sample. A term Postgres's statistics say
+    occurs in more than ``RETRIEVAL_TEXT_MAX_TERM_ROWS`` chunks brings none (even
+    finding its sample costs time linear in its frequency); it still counts in the
+    ranking. Lexical evidence is weakest exactly for such terms, and dense search
+    covers them.
     """
     where, params = _filter_sql(filters)
     with connection.cursor() as cursor:
@@ -88,6 +122,8 @@ def _text_ranking(query: str, ts_config: str, n: int, filters: SearchFilters | N
             [ts_config, query.lower(), ts_config, query.lower()],
         )
         tsquery, lexemes = cursor.fetchone()
+        common = _common_lexemes()
+        lexemes = [lexeme for lexeme in lexemes or [] if lexeme not in common]
         if not tsquery or not lexemes:
             return []
         per_term = settings.RETRIEVAL_TEXT_CANDIDATES_PER_TERM
@@ -109,28 +145,25 @@ def _text_ranking(query: str, ts_config: str, n: int, filters: SearchFilters | N
         return [(row[0], float(row[1])) for row in cursor.fetchall()]
 
 
-def _hits_load(ids: list[int], vector: str | None) -> tuple[dict[int, ChunkHit], dict[int, str]]:
-    """Hits by chunk id (with the cosine when ``vector`` is given) and each chunk's text-search config."""
+def _hits_load(ids: list[int], vector: str | None) -> dict[int, ChunkHit]:
+    """Hits by chunk id, with the cosine similarity when ``vector`` is given."""
     if not ids:
-        return {}, {}
+        return {}
     score = "1 - (c.embedding <=> %s::vector)" if vector is not None else "NULL"
     sql = (
         f"SELECT c.id, c.document_id, d.source, d.title, c.heading_path, c.position, c.language, c.text, "
-        f"c.token_count, c.ts_config, {score} FROM retrieval_chunk c "
+        f"c.token_count, {score} FROM retrieval_chunk c "
         "JOIN retrieval_document d ON d.id = c.document_id WHERE c.id = ANY(%s)"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [vector, ids] if vector is not None else [ids])
         rows = cursor.fetchall()
-    hits: dict[int, ChunkHit] = {}
-    ts_configs: dict[int, str] = {}
-    for (chunk_id, document_id, source, title, heading, position, language, text, tokens, ts_config,
-         cosine) in rows:
-        hits[chunk_id] = ChunkHit(chunk_id=chunk_id, document_id=document_id, source=source, title=title,
-                                  heading_path=heading, position=position, language=language, text=text,
-                                  token_count=tokens, vector_score=None if cosine is None else float(cosine))
-        ts_configs[chunk_id] = ts_config
-    return hits, ts_configs
+    return {
+        chunk_id: ChunkHit(chunk_id=chunk_id, document_id=document_id, source=source, title=title,
+                           heading_path=heading, position=position, language=language, text=text,
+                           token_count=tokens, vector_score=None if cosine is None else float(cosine))
+        for chunk_id, document_id, source, title, heading, position, language, text, tokens, cosine in rows
+    }
 
 
 def chunk_search_hybrid(query: str, k: int = 10, filters: SearchFilters | None = None, *,
@@ -152,23 +185,33 @@ def chunk_search_hybrid(query: str, k: int = 10, filters: SearchFilters | None =
         if query_vector is None:
             query_vector = embedder_get().embed_queries([query])[0]
         vector = vector_literal(query_vector)
-    vector_ids = _vector_ranking(vector, n, filters) if vector is not None else []
+    vector_ranked = _vector_ranking(vector, n, filters) if vector is not None else []
     text_ranked = _text_ranking(query, ts_config, n, filters) if mode != "vector" else []
 
-    hits, ts_configs = _hits_load(list(dict.fromkeys([*vector_ids, *(cid for cid, _ in text_ranked)])), vector)
+    # Fuse on ids and scores only; just the chunks that survive are loaded.
     rrf_k = settings.RETRIEVAL_RRF_K
-    for rank, chunk_id in enumerate(vector_ids, start=1):
-        hit = hits[chunk_id]
-        hit.vector_rank = rank
+    fused: dict[int, float] = {}
+    scores: dict[int, dict[str, float | int]] = {}
+    for rank, (chunk_id, cosine, chunk_config) in enumerate(vector_ranked, start=1):
         # In hybrid mode the lexical retriever cannot judge another language: count dense twice.
-        abstains = mode == "hybrid" and ts_configs[chunk_id] != ts_config
-        hit.fused_score += (2.0 if abstains else 1.0) / (rrf_k + rank)
-    for rank, (chunk_id, score) in enumerate(text_ranked, start=1):
+        abstains = mode == "hybrid" and chunk_config != ts_config
+        fused[chunk_id] = (2.0 if abstains else 1.0) / (rrf_k + rank)
+        scores[chunk_id] = {"vector_rank": rank, "vector_score": cosine}
+    for rank, (chunk_id, text_score) in enumerate(text_ranked, start=1):
+        fused[chunk_id] = fused.get(chunk_id, 0.0) + 1.0 / (rrf_k + rank)
+        scores.setdefault(chunk_id, {}).update(text_rank=rank, text_score=text_score)
+    reranking = rerank and rerank_client() is not None
+    keep = sorted(fused, key=lambda cid: (-fused[cid], -float(scores[cid].get("vector_score", 0.0)), cid))
+    keep = keep[:n if reranking else k]
+    hits = _hits_load(keep, vector)
+    ordered = []
+    for chunk_id in keep:
         hit = hits[chunk_id]
-        hit.text_rank, hit.text_score = rank, score
-        hit.fused_score += 1.0 / (rrf_k + rank)
-    ordered = sorted(hits.values(), key=lambda h: (-h.fused_score, -(h.vector_score or 0.0), h.chunk_id))
-    if rerank:
+        hit.fused_score = fused[chunk_id]
+        for name, value in scores[chunk_id].items():
+            setattr(hit, name, value)
+        ordered.append(hit)
+    if reranking:
         ordered = _reranked(query, ordered)
     return ordered[:k]
 

@@ -6,10 +6,6 @@ import logging
 
 from django.core.exceptions import ImproperlyConfigured
 
-from retrieval.confidence import relevance
-from retrieval.models import Chunk
-from retrieval.search import chunk_search_hybrid
-
 logger = logging.getLogger(__name__)
 
 
@@ -21,6 +17,11 @@ def kb_relevance(*, text: str, language: str) -> float | None:
     before planning (the best dense cosine separates in-scope from off-topic
     messages well, see retrieval/confidence.py).
     """
+    # Imported here so other apps can import this module before the app registry is ready.
+    from retrieval.confidence import relevance
+    from retrieval.models import Chunk
+    from retrieval.search import chunk_search_hybrid
+
     if not text.strip() or not Chunk.objects.filter(embedding__isnull=False).exists():
         return None
     try:

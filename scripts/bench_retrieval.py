@@ -5,7 +5,9 @@ Usage (throw-away migrated services):
                                           [--ingest-chunks 24] [--skip-search] [--skip-ingest]
 
 Search: synthetic 384-d unit vectors (a mixture of 2,000 clusters, closer to real
-embeddings than uniform noise) with synthetic English text, loaded by COPY, HNSW
+embeddings than uniform noise) with synthetic English text (60 words drawn from a
+Zipf distribution over 50 domain words and 5,000 rarer terms; queries are 2-4
+domain words plus one rarer term), loaded by COPY, HNSW
 (m=16, ef_construction=64) built after loading. Latency is ``chunk_search_hybrid``
 end to end (ANN + full text + fusion + loading the hits) with a precomputed query
 vector; embedding the query with the local model is reported separately.
@@ -38,7 +40,8 @@ from django.db import connection, connections, transaction  # noqa: E402
 
 from retrieval.embedders import embedder_get  # noqa: E402
 from retrieval.ingestion import document_ingest  # noqa: E402
-from retrieval.search import chunk_search_hybrid, vector_literal  # noqa: E402
+from retrieval.search import (  # noqa: E402
+    _hits_load, _text_ranking, _vector_ranking, chunk_search_hybrid, vector_literal)
 
 DIM = 384
 RNG = np.random.default_rng(7)
@@ -64,8 +67,10 @@ def synthetic_vectors(n: int, centers: np.ndarray) -> np.ndarray:
     return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
 
 
-def synthetic_text(words: int) -> str:
-    return " ".join(RNG.choice(SYNTHETIC_WORDS, size=words, p=ZIPF))
+def synthetic_texts(count: int, words: int) -> list[str]:
+    indices = RNG.choice(len(SYNTHETIC_WORDS), size=(count, words), p=ZIPF)
+    vocabulary = np.asarray(SYNTHETIC_WORDS)
+    return [" ".join(row) for row in vocabulary[indices]]
 
 
 def kb_clear() -> None:
@@ -85,9 +90,9 @@ def kb_load(start: int, vectors: np.ndarray) -> None:
                                 "now", "now"))
         with cursor.copy("COPY retrieval_chunk (document_id, position, heading_path, text, token_count, language,"
                          " ts_config, embedding) FROM STDIN") as copy:
-            for i in range(n):
+            for i, text in enumerate(synthetic_texts(n, 60)):
                 index = start + i
-                copy.write_row((index // 10 + 1, index % 10, "", synthetic_text(60), 60, "en", "english",
+                copy.write_row((index // 10 + 1, index % 10, "", text, 60, "en", "english",
                                 vector_literal(vectors[i])))
         cursor.execute("UPDATE retrieval_chunk SET search_vector = to_tsvector('english', text) "
                        "WHERE search_vector IS NULL")
@@ -119,11 +124,13 @@ def bench_search(sizes: list[int], queries: int) -> None:
         kb_load(len(all_vectors), new)
         all_vectors = np.vstack([all_vectors, new])
         load_s = time.perf_counter() - started
-        index_s = hnsw_rebuild()
+        index_s = hnsw_rebuild()  # also ANALYZEs: the full-text term statistics are fresh
         # Queries near the data (as real questions are near their passages), texts of 3-6 vocabulary words.
         query_vectors = all_vectors[RNG.integers(0, size, queries)] + RNG.normal(scale=0.03, size=(queries, DIM))
         query_vectors = (query_vectors / np.linalg.norm(query_vectors, axis=1, keepdims=True)).astype(np.float32)
-        texts = [" ".join(RNG.choice(VOCABULARY, size=int(RNG.integers(3, 7)))) for _ in range(queries)]
+        # Like real questions: a few common domain words and one rarer term.
+        texts = [" ".join([*RNG.choice(VOCABULARY, size=int(RNG.integers(2, 5))), f"term{RNG.integers(0, 2000)}"])
+                 for _ in range(queries)]
         for q in range(min(20, queries)):  # warm the caches
             chunk_search_hybrid(texts[q], k=10, query_vector=query_vectors[q], rerank=False)
         latencies = []
@@ -133,12 +140,33 @@ def bench_search(sizes: list[int], queries: int) -> None:
             latencies.append((time.perf_counter() - t0) * 1000)
         recall = ann_recall(all_vectors, query_vectors[: min(queries, 100)])
         print(f"{size:>8} {load_s:>7.1f} {index_s:>8.1f} {percentile(latencies, 50):>7.1f} "
-              f"{percentile(latencies, 95):>7.1f} {percentile(latencies, 99):>7.1f} {recall:>9.3f}", flush=True)
+              f"{percentile(latencies, 95):>7.1f} {percentile(latencies, 99):>7.1f} {recall:>9.3f}   "
+              f"stages p50/p95 ms: {stage_breakdown(texts, query_vectors)}", flush=True)
+        sweep = [(ef, ann_recall(all_vectors, query_vectors[:100], ef)) for ef in (40, 200, 400)]
+        print("          recall@10 at other ef_search: " + "  ".join(f"{ef}: {r:.3f}" for ef, r in sweep), flush=True)
 
 
-def ann_recall(all_vectors: np.ndarray, query_vectors: np.ndarray) -> float:
+def stage_breakdown(texts: list[str], query_vectors: np.ndarray) -> str:
+    """Where the time goes: ANN ranking, full-text ranking, loading the 10 hits that survive fusion."""
+    timings: dict[str, list[float]] = {"ann": [], "text": [], "load": []}
+    n = settings.RETRIEVAL_CANDIDATES
+    for text, vector in zip(texts, query_vectors, strict=True):
+        literal = vector_literal(vector)
+        t0 = time.perf_counter()
+        ids = [row[0] for row in _vector_ranking(literal, n, None)]
+        t1 = time.perf_counter()
+        ranked = _text_ranking(text, "english", n, None)
+        t2 = time.perf_counter()
+        _hits_load(list(dict.fromkeys([*ids, *(i for i, _ in ranked)]))[:10], literal)
+        t3 = time.perf_counter()
+        for name, value in (("ann", t1 - t0), ("text", t2 - t1), ("load", t3 - t2)):
+            timings[name].append(value * 1000)
+    return "  ".join(f"{name} {percentile(v, 50):.1f}/{percentile(v, 95):.1f}" for name, v in timings.items())
+
+
+def ann_recall(all_vectors: np.ndarray, query_vectors: np.ndarray, ef_search: int | None = None) -> float:
     """Mean overlap of the HNSW top 10 (as the search issues it) with the exact top 10."""
-    ef = str(settings.RETRIEVAL_HNSW_EF_SEARCH)
+    ef = str(ef_search or settings.RETRIEVAL_HNSW_EF_SEARCH)
     hits = 0
     for vector in query_vectors:
         exact = set((np.argsort(-(all_vectors @ vector))[:10] + 1).tolist())  # ids are 1-based, in load order
