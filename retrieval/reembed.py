@@ -30,8 +30,13 @@ def embedding_column_resize(*, dim: int) -> None:
         cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
         cursor.execute("DROP INDEX IF EXISTS chunk_embedding_hnsw")
         cursor.execute(f"ALTER TABLE retrieval_chunk ALTER COLUMN embedding TYPE vector({int(dim)}) USING NULL")
-        cursor.execute("CREATE INDEX chunk_embedding_hnsw ON retrieval_chunk "
-                       "USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)")
+        cursor.execute(hnsw_index_sql(dim=dim))
+
+
+def hnsw_index_sql(*, dim: int) -> str:
+    """The HNSW index of ``retrieval/models.py`` for a column of ``dim`` dimensions."""
+    return (f"CREATE INDEX chunk_embedding_hnsw ON retrieval_chunk USING hnsw "
+            f"((embedding::halfvec({int(dim)})) halfvec_cosine_ops) WITH (m = 16, ef_construction = 64)")
 
 
 def kb_reembed(*, embedder: Embedder | None = None, only_stale: bool = True,

@@ -48,19 +48,27 @@ def _filter_sql(filters: SearchFilters | None) -> tuple[str, list[object]]:
     return "".join(f" AND {clause}" for clause in clauses), params
 
 
+def vector_ranking_sql(*, dim: int, where: str = "") -> str:
+    """The ANN query: its ORDER BY must be the HNSW index's expression (half precision), or Postgres
+    scans the table. Parameters: query vector, filter params, query vector, limit."""
+    half = f"halfvec({int(dim)})"
+    return (f"SELECT c.id, 1 - (c.embedding <=> %s::vector), c.ts_config FROM retrieval_chunk c "
+            f"WHERE c.embedding IS NOT NULL{where} ORDER BY c.embedding::{half} <=> %s::{half} LIMIT %s")
+
+
 def _vector_ranking(vector: str, n: int, filters: SearchFilters | None) -> list[tuple[int, float, str]]:
-    """(chunk id, cosine similarity, text-search config) of the ``n`` nearest chunks, nearest first."""
+    """(chunk id, cosine similarity, text-search config) of the ``n`` nearest chunks, nearest first.
+
+    The order comes from the half-precision HNSW index; the similarity reported is
+    the full-precision one.
+    """
     where, params = _filter_sql(filters)
     with transaction.atomic(), connection.cursor() as cursor:
         # SET LOCAL: the knobs last until this (sub)transaction's outer commit only.
         cursor.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(max(settings.RETRIEVAL_HNSW_EF_SEARCH, n))])
         if where:  # filtered: keep scanning the graph until enough rows pass the filter
             cursor.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
-        cursor.execute(
-            f"SELECT c.id, 1 - (c.embedding <=> %s::vector), c.ts_config FROM retrieval_chunk c "
-            f"WHERE c.embedding IS NOT NULL{where} ORDER BY c.embedding <=> %s::vector LIMIT %s",
-            [vector, *params, vector, n],
-        )
+        cursor.execute(vector_ranking_sql(dim=vector.count(",") + 1, where=where), [vector, *params, vector, n])
         return [(row[0], float(row[1]), row[2]) for row in cursor.fetchall()]
 
 

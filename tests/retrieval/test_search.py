@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from django.db import connection, transaction
 
 from retrieval.ingestion import kb_ingest_paths
 from retrieval.models import Document
 from retrieval.schemas import SearchFilters
-from retrieval.search import articles_group, articles_search, chunk_search_hybrid
+from retrieval.search import articles_group, articles_search, chunk_search_hybrid, vector_literal, vector_ranking_sql
 
 pytestmark = pytest.mark.django_db
 
@@ -105,3 +106,14 @@ def test_articles_group_hits_and_deduplicate_across_queries(stub_embedder, write
     assert sorted(_name(a) for a in merged) == ["refunds.md", "returns.md"]
     unseen = articles_group(hits, seen_document_ids={returns.document_id})
     assert [_name(a) for a in unseen] == ["refunds.md"]
+
+
+def test_ann_query_uses_the_hnsw_index(stub_embedder, write_files):
+    """The ORDER BY expression must be the index's (half precision), or search silently scans the table."""
+    kb_ingest_paths(paths=[str(write_files({"refunds.md": REFUNDS_EN}))])
+    vector = vector_literal([0.05] * 384)
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")  # a one-row table would be scanned otherwise
+        cursor.execute("EXPLAIN " + vector_ranking_sql(dim=384), [vector, vector, 10])
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "Index Scan using chunk_embedding_hnsw" in plan
