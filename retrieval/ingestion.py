@@ -17,6 +17,7 @@ import logging
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
 
@@ -101,7 +102,7 @@ def embedding_input(title: str, heading_path: str, text: str) -> str:
 
 @transaction.atomic
 def _document_replace(*, source: str, digest: str, parsed: ParsedDocument, drafts: list[ChunkDraft],
-                      vectors: object, embedder_name: str) -> Document:
+                      vectors: np.ndarray, embedder_name: str) -> Document:
     document, _ = Document.objects.select_for_update().get_or_create(source=source, defaults={"title": parsed.title})
     document.title = parsed.title[:500]
     document.language = language_detect(parsed.full_text)

@@ -120,6 +120,7 @@ class KBSearchResult(BaseModel):
     confidence: RetrievalConfidence
     budget: BudgetReport
     context: str = Field(description="The articles rendered as `[n] title` blocks for the model.")
+    error: str = Field(default="", description="Why the search failed, when it did (then there are no articles).")
 
 
 class IngestOutcome(BaseModel):

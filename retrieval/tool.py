@@ -36,6 +36,9 @@ def search_kb(query: str | list[str], *, turn_id: int | None = None, language: s
     number and is not repeated, and new articles are numbered after the ones
     already given, so ``[n]`` stays unambiguous within a turn. The call is recorded
     as a QueryTrace (queries, results with scores, confidence, budget, latency).
+    Raises ValueError for an empty or oversized query. If the search itself fails
+    (embedder or database down) the result is empty, ``error`` says why and the
+    trace records it: the agent can answer without the knowledge base.
     """
     started = time.perf_counter()
     queries = [query] if isinstance(query, str) else list(query)
@@ -43,7 +46,12 @@ def search_kb(query: str | list[str], *, turn_id: int | None = None, language: s
     k = k or settings.RETRIEVAL_TOP_K
     language = language or language_detect(" ".join(queries), default=settings.DEFAULT_LANGUAGE)
     already = _turn_numbers(turn_id)
-    articles = articles_search(queries, k=k, filters=filters, language=language)
+    error = ""
+    try:
+        articles = articles_search(queries, k=k, filters=filters, language=language)
+    except Exception as exc:  # a failing tool must not fail the answer
+        logger.exception("search_kb failed")
+        articles, error = [], f"{type(exc).__name__}: {exc}"
     fresh = [a for a in articles if a.document_id not in already]
     context_articles, budget = context_fit_budget(fresh, budget_tokens=settings.LLM_CONTEXT_BUDGET,
                                                   first_number=max(already.values(), default=0) + 1)
@@ -53,12 +61,12 @@ def search_kb(query: str | list[str], *, turn_id: int | None = None, language: s
         turn_id=turn_id, queries=queries, language=language,
         results=[_trace_row(a, numbers.get(a.document_id)) for a in articles],
         confidence=confidence.model_dump(), budget=budget.model_dump(),
-        reranked=any(a.best.rerank_score is not None for a in articles),
+        reranked=any(a.best.rerank_score is not None for a in articles), error=error,
         latency_ms=round((time.perf_counter() - started) * 1000, 2),
     )
     return KBSearchResult(trace_id=trace.pk, queries=queries, articles=context_articles,
                           sources=sources_for(context_articles), confidence=confidence, budget=budget,
-                          context=context_render(context_articles))
+                          context=context_render(context_articles), error=error)
 
 
 def _trace_row(article: Article, number: int | None) -> dict[str, object]:

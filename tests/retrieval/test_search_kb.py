@@ -52,6 +52,15 @@ def test_every_call_is_traced_even_with_no_results(stub_embedder):
     assert QueryTrace.objects.filter(pk=result.trace_id, results=[]).exists()
 
 
+def test_a_failing_search_returns_an_empty_result_and_traces_the_error(stub_embedder, write_files):
+    kb_ingest_paths(paths=[str(write_files(DOCS))])
+    stub_embedder.route("/v1/embeddings", lambda body: (400, {"error": {"message": "bad model"}}))
+    result = search_kb("refunds")
+    assert result.articles == [] and result.context == "" and "BadRequestError" in result.error
+    trace = QueryTrace.objects.get(pk=result.trace_id)
+    assert "BadRequestError" in trace.error and trace.results == []
+
+
 def test_numbers_continue_across_calls_of_one_turn(stub_embedder, write_files, django_user_model):
     from supportdesk.models import Conversation, Message, Turn
 
