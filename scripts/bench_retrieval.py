@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import threading
 import time
@@ -220,7 +219,7 @@ def bench_ingest(chunks: int) -> None:
         latencies: list[float] = []
         stop = threading.Event()
 
-        def searcher() -> None:
+        def searcher(stop: threading.Event = stop, latencies: list[float] = latencies) -> None:
             try:
                 while not stop.is_set():
                     s = time.perf_counter()
