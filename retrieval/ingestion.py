@@ -86,12 +86,18 @@ def document_ingest(*, source: str, filename: str, content: bytes, embedder: Emb
                                      vectors=vectors, embedder_name=embedder.name)
     except DocumentParseError as exc:
         logger.warning("ingest %s: %s", source, exc)
-        return IngestOutcome(source=source, status="failed", error=str(exc))
+        return _failed(source, str(exc))
     except Exception as exc:  # one bad file (or a flaky embedder) must not abort a batch
         logger.exception("ingest %s failed", source)
-        return IngestOutcome(source=source, status="failed", error=f"{type(exc).__name__}: {exc}")
+        return _failed(source, f"{type(exc).__name__}: {exc}")
     return IngestOutcome(source=source, status="updated" if existing else "created", document_id=document.pk,
                          chunks=len(drafts))
+
+
+def _failed(source: str, error: str) -> IngestOutcome:
+    """A failed outcome; an already ingested version keeps serving and its ``error`` shows the failure."""
+    Document.objects.filter(source=source).update(error=error[:2000])
+    return IngestOutcome(source=source, status="failed", error=error)
 
 
 def embedding_input(title: str, heading_path: str, text: str) -> str:

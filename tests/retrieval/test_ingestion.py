@@ -179,4 +179,6 @@ def test_embedder_failure_keeps_the_previous_version_searchable(stub_embedder, w
     stub_embedder.route("/v1/embeddings", lambda body: (500, {"error": {"message": "down"}}))
     outcome = document_ingest_file(path=root / "billing.md")
     assert outcome.status == "failed" and "InternalServerError" in outcome.error
-    assert Document.objects.get().chunk_count == 3 and Chunk.objects.count() == 3
+    document = Document.objects.get()
+    assert document.chunk_count == 3 and Chunk.objects.count() == 3
+    assert document.status == Document.Status.READY and "InternalServerError" in document.error
