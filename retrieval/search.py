@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 
 from retrieval.embedders import embedder_get
 from retrieval.language import language_detect, ts_config_for
@@ -63,12 +63,18 @@ def _vector_ranking(vector: str, n: int, filters: SearchFilters | None) -> list[
     the full-precision one.
     """
     where, params = _filter_sql(filters)
-    with transaction.atomic(), connection.cursor() as cursor:
-        # SET LOCAL: the knobs last until this (sub)transaction's outer commit only.
-        cursor.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(max(settings.RETRIEVAL_HNSW_EF_SEARCH, n))])
-        if where:  # filtered: keep scanning the graph until enough rows pass the filter
-            cursor.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
-        cursor.execute(vector_ranking_sql(dim=vector.count(",") + 1, where=where), [vector, *params, vector, n])
+    settings_sql = ["SELECT set_config('hnsw.ef_search', %s, true)"]
+    settings_params: list[object] = [str(max(settings.RETRIEVAL_HNSW_EF_SEARCH, n))]
+    if where:  # filtered: keep scanning the graph until enough rows pass the filter
+        settings_sql.append("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
+    with connection.cursor() as cursor:
+        # One round trip: Django's client-side-binding cursor sends the statements as one
+        # simple query, which runs as one transaction, so the local settings apply to the
+        # ANN query and end with it (round trips cost most on a busy machine).
+        cursor.execute("; ".join([*settings_sql, vector_ranking_sql(dim=vector.count(",") + 1, where=where)]),
+                       [*settings_params, vector, *params, vector, n])
+        for _ in settings_sql:
+            cursor.nextset()
         return [(row[0], float(row[1]), row[2]) for row in cursor.fetchall()]
 
 

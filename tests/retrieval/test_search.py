@@ -117,3 +117,19 @@ def test_ann_query_uses_the_hnsw_index(stub_embedder, write_files):
         cursor.execute("EXPLAIN " + vector_ranking_sql(dim=384), [vector, vector, 10])
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "Index Scan using chunk_embedding_hnsw" in plan
+
+
+@pytest.mark.django_db(transaction=True)
+def test_ann_settings_apply_to_the_search_only(stub_embedder, write_files, settings):
+    """ef_search is set for the ANN statement's own transaction and does not leak into the session."""
+    from retrieval.search import _vector_ranking
+
+    kb_ingest_paths(paths=[str(write_files({"refunds.md": REFUNDS_EN}))])
+    settings.RETRIEVAL_HNSW_EF_SEARCH = 123
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT set_config('hnsw.ef_search', '40', false)")  # the session's value
+    rows = _vector_ranking(vector_literal([0.05] * 384), 10, SearchFilters(languages=["en"]))
+    assert [row[2] for row in rows] == ["english"]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('hnsw.ef_search'), current_setting('hnsw.iterative_scan')")
+        assert cursor.fetchone() == ("40", "off")
