@@ -102,7 +102,9 @@ def _failed(source: str, error: str) -> IngestOutcome:
 
 def embedding_input(title: str, heading_path: str, text: str) -> str:
     """What a chunk's vector is computed from: its title and headings give a short chunk its topic."""
-    header = " > ".join(part for part in (title, heading_path) if part)
+    # Markdown/HTML heading paths usually start with the title (the H1): say it once.
+    parts = (heading_path,) if title and heading_path.startswith(title) else (title, heading_path)
+    header = " > ".join(part for part in parts if part)
     return f"{header}\n{text}" if header else text
 
 
