@@ -20,8 +20,8 @@ from sgr.models import PlanRecord
 TRACE_APP = "retrieval"
 _TRACE_SKIP = {"id", "turn"}
 # Columns of a trace's ``results`` rows shown as a table, in this order, when present.
-RESULT_COLUMNS = ("number", "title", "source", "heading_path", "vector_score", "text_score", "fused_score",
-                  "rerank_score", "relevance")
+RESULT_COLUMNS = ("number", "title", "heading_path", "vector_score", "text_score", "fused_score", "rerank_score",
+                  "relevance")
 
 
 def pretty(value: Any) -> str:

@@ -25,7 +25,12 @@ from sgr.models import ResponseTemplate
 from sgr.records import plan_metadata
 from sgr.render import outputs_render
 from sgr.schema import Plan
+from retrieval.ingestion import kb_ingest_paths
+from retrieval.tool import search_kb
 from tests.analytics.factories import record_make
+from tests.retrieval.conftest import stub_embedder, write_files
+
+__all__ = ["stub_embedder", "write_files"]
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -94,7 +99,13 @@ def _shot(page: Any, tmp_path: Path, name: str) -> Path:
     return path
 
 
-def test_inspector_template_editor_and_dashboard_in_chromium(page: Any, live_server: Any, tmp_path: Path) -> None:
+def test_inspector_template_editor_and_dashboard_in_chromium(page: Any, live_server: Any, tmp_path: Path,
+                                                              stub_embedder: Any, write_files: Any) -> None:
+    kb_ingest_paths(paths=[str(write_files({
+        "invoices.md": "# Invoices\n\n## Correcting an invoice\n\nOpen Billing > Invoices, choose the month and "
+                       "press Request correction. Corrections are issued within two business days.",
+        "refunds.md": "# Refunds\n\nRefunds go to the original payment method within ten business days.",
+    }))])
     record = record_make(
         text="My invoice for March shows the wrong amount, how do I get it corrected?",
         plan={"user_intent": "The customer wants a wrong March invoice corrected.", "topic": "invoice correction",
@@ -114,6 +125,7 @@ def test_inspector_template_editor_and_dashboard_in_chromium(page: Any, live_ser
     record.context_synthetic, record.ui_response = outputs.context_synthetic, outputs.ui_response
     record.metadata = plan_metadata(record)
     record.save()
+    search_kb(["correct invoice amount", "invoice dispute"], turn_id=record.turn_id)
     GuardCheck.objects.create(turn=record.turn, kind="prompt", level="Safe", status="pass", provider="rules",
                               latency_ms=0.8, attempts=1)
     record_make(final_action="clarify", text="hmm", plan={"intent_confidence": 0.4, "action": "clarify",
@@ -131,6 +143,7 @@ def test_inspector_template_editor_and_dashboard_in_chromium(page: Any, live_ser
     assert abs(boxes[0]["y"] - boxes[2]["y"]) < 2  # one row
     assert "## Analysis\n- Topic: invoice correction" in page.inner_text("#sd-context-synthetic")
     assert "How I understood your request" in page.inner_text("#sd-ui-response")
+    assert "top_score" in page.inner_text("#sd-traces") and "Invoices" in page.inner_text("#sd-traces")
     _shot(page, tmp_path, "inspector")
 
     # The template editor: typing updates the live preview (model and customer views).
