@@ -136,8 +136,8 @@ def bench(argv: list[str]) -> int:
 def _with_throwaway_services(name: str, command: list[str], *, migrate: bool) -> int:
     """Run ``command`` against a fresh PostgreSQL+pgvector and Redis on free ports."""
     signal.signal(signal.SIGTERM, _on_signal)
-    root = DATA / name
-    shutil.rmtree(root, ignore_errors=True)
+    # One directory per run, so two runs in one checkout never share a database.
+    root = DATA / f"{name}-{os.getpid()}"
     group = ProcessGroup(log_dir=root / "logs")
     env = dict(os.environ)
     try:
@@ -156,6 +156,7 @@ def _with_throwaway_services(name: str, command: list[str], *, migrate: bool) ->
         return 1
     finally:
         group.stop_all()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def main(argv: list[str]) -> int:

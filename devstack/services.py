@@ -45,7 +45,7 @@ def postgres_start(group: ProcessGroup, *, data_dir: Path, port: int, database: 
         data_dir.mkdir(parents=True, exist_ok=True)
         subprocess.run(
             [*wrapper, str(bin_dir / "initdb"), "-D", str(data_dir), "-U", "postgres", "-A", "trust",
-             "-E", "UTF8", "--locale=C", "--no-sync"],
+             "-E", "UTF8", "--locale-provider=builtin", "--builtin-locale=C.UTF-8", "--no-sync"],
             check=True, stdout=subprocess.DEVNULL,
         )
     socket_dir = data_dir.parent / "pg-socket"
@@ -77,7 +77,7 @@ def postgres_start(group: ProcessGroup, *, data_dir: Path, port: int, database: 
 
 
 def _ephemeral(data_dir: Path) -> bool:
-    return data_dir.parent.name.startswith("test")
+    return data_dir.parent.name.startswith(("test", "bench"))
 
 
 def redis_start(group: ProcessGroup, *, data_dir: Path, port: int) -> str:

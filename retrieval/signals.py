@@ -2,10 +2,35 @@
 
 from __future__ import annotations
 
+import logging
+
+from django.core.exceptions import ImproperlyConfigured
+
+logger = logging.getLogger(__name__)
+
 
 def kb_relevance(*, text: str, language: str) -> float | None:
     """Retrieval confidence (0..1, absolute scale) of the best knowledge-base match for ``text``.
 
-    ``None`` means unknown (no knowledge base or no embedder configured).
+    ``None`` means unknown (no knowledge base or no embedder configured, or the
+    embedder failed). One query embedding and one ANN lookup: cheap enough to run
+    before planning (the best dense cosine separates in-scope from off-topic
+    messages well, see retrieval/confidence.py).
     """
-    return None
+    # Imported here so other apps can import this module before the app registry is ready.
+    from retrieval.confidence import relevance
+    from retrieval.models import Chunk
+    from retrieval.search import chunk_search_hybrid
+
+    if not text.strip() or not Chunk.objects.filter(embedding__isnull=False).exists():
+        return None
+    try:
+        hits = chunk_search_hybrid(text, k=1, mode="vector", language=language, rerank=False)
+    except ImproperlyConfigured:
+        return None
+    except Exception:  # a planning signal must never break the turn
+        logger.exception("kb_relevance: search failed")
+        return None
+    if not hits:
+        return None
+    return round(relevance(hits[0].vector_score), 4)

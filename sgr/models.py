@@ -28,6 +28,32 @@ def _problems_raise(body: str, *, allowed: frozenset[str], sectioned: bool) -> N
         raise ValidationError({"body": [ui_string(p.code, language, **p.params) for p in problems]})
 
 
+class TextVersion(models.Model):
+    """One saved body of a response template or the planning prompt: the history staff diff and roll back."""
+
+    class Kind(models.TextChoices):
+        RESPONSE = "response", "response template"
+        PROMPT = "prompt", "planning prompt"
+
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    object_id = models.PositiveBigIntegerField()
+    version = models.PositiveIntegerField()
+    body = models.TextField()
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["kind", "object_id", "-version"]
+        constraints = [
+            models.UniqueConstraint(fields=["kind", "object_id", "version"], name="textversion_unique_version"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.object_id} v{self.version}"
+
+
 class VersionedText(models.Model):
     """A staff-edited text: the version goes up whenever the body changes; only valid bodies are saved."""
 
@@ -50,16 +76,29 @@ class VersionedText(models.Model):
         super().clean()
         _problems_raise(self.body, allowed=self.allowed_variables, sectioned=self.sectioned)
 
+    version_kind = ""
+
     def save(self, *args: Any, **kwargs: Any) -> None:
         # Enforced here too, so no path (shell, data fixes, API) can store a broken template.
         _problems_raise(self.body, allowed=self.allowed_variables, sectioned=self.sectioned)
+        changed = self.pk is None
         if self.pk is not None:
             previous = type(self).objects.filter(pk=self.pk).values_list("body", "version").first()
+            changed = previous is None or previous[0] != self.body
             if previous is not None and previous[0] != self.body:
                 self.version = previous[1] + 1
                 if kwargs.get("update_fields") is not None:
                     kwargs["update_fields"] = {*kwargs["update_fields"], "version"}
         super().save(*args, **kwargs)
+        if changed:
+            # Every body ever saved is kept, so staff can diff and roll back.
+            TextVersion.objects.get_or_create(
+                kind=self.version_kind, object_id=self.pk, version=self.version,
+                defaults={"body": self.body, "author_id": self.author_id},
+            )
+
+    def versions(self) -> models.QuerySet[TextVersion]:
+        return TextVersion.objects.filter(kind=self.version_kind, object_id=self.pk).select_related("author")
 
 
 class ResponseTemplate(VersionedText):
@@ -70,6 +109,7 @@ class ResponseTemplate(VersionedText):
 
     allowed_variables = TEMPLATE_VARIABLES
     sectioned = True
+    version_kind = "response"
 
     class Meta:
         ordering = ["name", "language"]
@@ -91,6 +131,7 @@ class PromptTemplate(VersionedText):
     name = models.CharField(max_length=64)
 
     allowed_variables = PROMPT_VARIABLES
+    version_kind = "prompt"
 
     class Meta:
         ordering = ["name"]

@@ -81,6 +81,11 @@ def _active_prompt() -> str:
 
 def system_prompt(*, context: PlanningContext) -> str:
     """The DB-editable planning prompt with the guardian verdict, KB relevance and clarify context."""
+    return prompt_render(body=content_cached(PROMPT_SNAPSHOT, _active_prompt), context=context)
+
+
+def prompt_render(*, body: str, context: PlanningContext) -> str:
+    """A planning-prompt ``body`` filled in for ``context`` (the stored prompt, or an editor preview)."""
     language = context.language
     none = ui_string("sgr_value_none", "en")
     values = {
@@ -93,7 +98,7 @@ def system_prompt(*, context: PlanningContext) -> str:
         "block_threshold": f"{settings.SGR_BLOCK_THRESHOLD:.2f}",
         "clarify_threshold": f"{settings.SGR_CLARIFY_THRESHOLD:.2f}",
     }
-    return text_render(content_cached(PROMPT_SNAPSHOT, _active_prompt), values)
+    return text_render(body, values)
 
 
 def plan_errors(raw: str) -> tuple[Plan | None, list[str]]:

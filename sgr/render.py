@@ -117,20 +117,24 @@ def outputs_render(
 ) -> RenderedOutputs:
     """The context synthetic message and the customer's UI response of one turn."""
     template = template_choose(action=action, language=language)
+    outputs = body_render(
+        body=template.body, plan=plan, action=action, verdict=verdict, language=language, kb_relevance=kb_relevance
+    )
+    return outputs.model_copy(update={"template_id": template.id, "template_version": template.version})
+
+
+def body_render(
+    *, body: str, plan: Plan | None, action: Action, verdict: Verdict, language: str, kb_relevance: float | None = None
+) -> RenderedOutputs:
+    """The outputs of a template ``body`` (valid, sectioned): what a stored template or an editor preview shows."""
     values = template_values(plan=plan, action=action, verdict=verdict, language=language, kb_relevance=kb_relevance)
-    sections = sections_split(template.body)
+    sections = sections_split(body)
     analysis = text_render(sections[ANALYSIS], values).strip()
     response = text_render(sections[RESPONSE], values).strip()
     synthetic = f"## {ANALYSIS}\n{analysis}\n\n## {RESPONSE}\n{response}"
     intent = value_flatten(plan.user_intent) if plan else ""
     ui = f"{ui_string('user_intent_prefix', language)} {intent}\n\n{response}" if intent else response
-    return RenderedOutputs(
-        context_synthetic=synthetic,
-        ui_response=ui,
-        response=response,
-        template_id=template.id,
-        template_version=template.version,
-    )
+    return RenderedOutputs(context_synthetic=synthetic, ui_response=ui, response=response)
 
 
 def guardian_block_render(*, verdict: Verdict, language: str) -> RenderedOutputs:

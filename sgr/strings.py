@@ -94,14 +94,6 @@ BUILTIN_STRINGS: dict[str, dict[str, str]] = {
         "en": "You are sending messages too quickly. Please wait a moment and try again.",
         "ru": "Вы отправляете сообщения слишком часто. Подождите немного и попробуйте снова.",
     },
-    "error_feedback_rating": {
-        "en": "Feedback must be a thumbs up or a thumbs down.",
-        "ru": "Отзыв должен быть «полезно» или «бесполезно».",
-    },
-    "error_feedback_comment_too_long": {
-        "en": "The comment is too long (at most {max} characters).",
-        "ru": "Комментарий слишком длинный (не более {max} символов).",
-    },
     "widget_sources": {"en": "Sources", "ru": "Источники"},
     "widget_confidence_high": {"en": "Confidence: high", "ru": "Уверенность: высокая"},
     "widget_confidence_medium": {"en": "Confidence: medium", "ru": "Уверенность: средняя"},

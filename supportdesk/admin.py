@@ -1,25 +1,46 @@
+from typing import Any
+
 from django import forms
 from django.contrib import admin, messages
+from django.db.models import Count, Max, QuerySet
 from django.http import HttpRequest
+from django.template.loader import render_to_string
+from django.utils.safestring import SafeString
 
 from supportdesk.apikeys import api_key_issue
-from supportdesk.models import ApiKey, Conversation, Message, Turn, TurnEvent
-
-
-class MessageInline(admin.TabularInline):
-    model = Message
-    extra = 0
-    fields = ("role", "text", "created_at")
-    readonly_fields = fields
-    can_delete = False
+from supportdesk.models import ApiKey, Conversation, Message, Turn, TurnEvent, TurnFeedback
+from supportdesk.selectors import conversation_transcript
 
 
 @admin.register(Conversation)
 class ConversationAdmin(admin.ModelAdmin):
-    list_display = ("public_id", "language", "injection_mode", "created_at")
-    readonly_fields = ("public_id", "last_event_seq", "created_at", "updated_at")
+    """Conversations read as a transcript: each turn's message, outcome and answer, linked to its records."""
+
+    list_display = ("public_id", "language", "injection_mode", "turns", "last_activity", "created_at")
+    list_filter = ("language", "injection_mode")
+    search_fields = ("public_id", "messages__text")
+    readonly_fields = ("public_id", "language", "injection_mode", "last_event_seq", "created_at", "updated_at",
+                       "transcript")
     exclude = ("access_token_hash",)
-    inlines = [MessageInline]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Conversation]:
+        return super().get_queryset(request).annotate(n_turns=Count("turns"), last_turn_at=Max("turns__created_at"))
+
+    @admin.display(description="turns", ordering="n_turns")
+    def turns(self, obj: Conversation) -> int:
+        return getattr(obj, "n_turns", 0)
+
+    @admin.display(description="last activity", ordering="last_turn_at")
+    def last_activity(self, obj: Conversation) -> Any:
+        return getattr(obj, "last_turn_at", None)
+
+    @admin.display(description="transcript")
+    def transcript(self, obj: Conversation) -> SafeString:
+        return render_to_string("admin/supportdesk/conversation/transcript.html",
+                                {"entries": conversation_transcript(conversation_id=obj.pk)})
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # conversations start from the widget or the API
 
 
 @admin.register(Turn)
@@ -46,6 +67,17 @@ class ApiKeyForm(forms.ModelForm):
     class Meta:
         model = ApiKey
         fields = ("name", "scopes", "revoked_at")
+
+
+@admin.register(TurnFeedback)
+class TurnFeedbackAdmin(admin.ModelAdmin):
+    list_display = ("turn", "rating", "comment", "created_at")
+    list_filter = ("rating",)
+    list_select_related = ("turn",)
+    readonly_fields = ("turn", "rating", "comment", "created_at")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
 
 
 @admin.register(ApiKey)

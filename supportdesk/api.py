@@ -14,9 +14,10 @@ from django.http import HttpRequest
 from ninja import NinjaAPI, Schema, Status
 from ninja.errors import HttpError
 
-from supportdesk.models import Conversation, Turn
+from supportdesk.models import Conversation, Turn, TurnFeedback
 from supportdesk.selectors import conversation_get, conversation_messages, turn_of_conversation
-from supportdesk.services import MessageRejected, conversation_create, message_receive, turn_feedback_save
+from supportdesk.feedback import feedback_submit
+from supportdesk.services import MessageRejected, conversation_create, message_receive
 
 api = NinjaAPI(title="SupportDesk API", version="1", urls_namespace="api")
 
@@ -67,6 +68,9 @@ class MessageOut(Schema):
 class FeedbackIn(Schema):
     rating: Literal["up", "down"]
     comment: str = ""
+
+
+RATINGS = {"up": TurnFeedback.Rating.UP, "down": TurnFeedback.Rating.DOWN}
 
 
 class FeedbackOut(Schema):
@@ -134,10 +138,10 @@ def get_turn(request: HttpRequest, public_id: UUID, turn_id: int) -> dict:
 def post_feedback(request: HttpRequest, public_id: UUID, turn_id: int, payload: FeedbackIn) -> dict:
     turn = _authorized_turn(request, public_id, turn_id)
     try:
-        turn = turn_feedback_save(turn=turn, rating=payload.rating, comment=payload.comment)
+        feedback = feedback_submit(turn=turn, rating=RATINGS[payload.rating], comment=payload.comment)
     except MessageRejected as exc:
         raise rejected(exc) from exc
-    return {"rating": turn.feedback_rating, "comment": turn.feedback_comment}
+    return {"rating": payload.rating, "comment": feedback.comment}
 
 
 def turn_out(turn: Turn) -> dict:
@@ -146,7 +150,8 @@ def turn_out(turn: Turn) -> dict:
         "id": turn.pk, "status": turn.status, "ui_response": turn.ui_response, "answer": turn.answer_text,
         "sources": answer.get("sources", []), "confidence": answer.get("confidence"),
         "limitations": answer.get("limitations", []), "follow_ups": answer.get("follow_ups", []),
-        "feedback": turn.feedback_rating,
+        "feedback": next((name for name, value in RATINGS.items()
+                          if value == TurnFeedback.objects.filter(turn=turn).values_list("rating", flat=True).first()), ""),
     }
 
 
@@ -155,3 +160,12 @@ from supportdesk.api_widget import router as widget_router  # noqa: E402
 
 api.add_router("/v1", ask_router)
 api.add_router("/widget", widget_router)
+
+
+def _routers_add() -> None:
+    from supportdesk.analytics_api import router as analyst_router
+
+    api.add_router("/v1/plan-records", analyst_router)
+
+
+_routers_add()

@@ -88,11 +88,6 @@ class Turn(models.Model):
     answer_result = models.JSONField(null=True, blank=True)
     # Latency and tokens per stage, agent iterations, searches (staff and analysts only).
     diagnostics = models.JSONField(default=dict, blank=True)
-    feedback_rating = models.CharField(
-        max_length=8, blank=True, default="", choices=[("up", "up"), ("down", "down")]
-    )
-    feedback_comment = models.TextField(blank=True, default="")
-    feedback_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -142,6 +137,26 @@ class TurnEvent(models.Model):
             "turn": self.turn_id,
             "payload": self.payload,
         }
+
+
+class TurnFeedback(models.Model):
+    """The customer's rating of one turn's answer: helpful (+1) or not (-1), with an optional comment."""
+
+    class Rating(models.IntegerChoices):
+        UP = 1, "helpful"
+        DOWN = -1, "not helpful"
+
+    turn = models.OneToOneField(Turn, on_delete=models.CASCADE, related_name="feedback")
+    rating = models.SmallIntegerField(choices=Rating.choices)
+    comment = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = "feedback"
+        verbose_name_plural = "feedback"
+
+    def __str__(self) -> str:
+        return f"feedback {self.get_rating_display()} on turn {self.turn_id}"
 
 
 class ApiKey(models.Model):

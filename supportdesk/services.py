@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 
 from sgr.strings import supported_language, ui_string
 from supportdesk.events import turn_event_emit
@@ -145,22 +144,3 @@ def turn_diagnostics_merge(*, turn_id: int, path: tuple[str, ...], value: object
             node = node[key]
         node[path[-1]] = value
         Turn.objects.filter(pk=turn_id).update(diagnostics=data)
-
-
-def turn_feedback_save(*, turn: Turn, rating: str, comment: str = "") -> Turn:
-    """Store the customer's thumbs up/down (and optional comment) on the turn; the last one wins."""
-    language = turn.conversation.language
-    if rating not in ("up", "down"):
-        raise MessageRejected("feedback_rating", ui_string("error_feedback_rating", language))
-    comment = comment.strip()
-    if len(comment) > settings.FEEDBACK_COMMENT_MAX_CHARS:
-        raise MessageRejected(
-            "feedback_comment_too_long",
-            ui_string("error_feedback_comment_too_long", language, max=settings.FEEDBACK_COMMENT_MAX_CHARS),
-        )
-    with transaction.atomic():
-        turn.feedback_rating = rating
-        turn.feedback_comment = comment
-        turn.feedback_at = timezone.now()
-        turn.save(update_fields=["feedback_rating", "feedback_comment", "feedback_at", "updated_at"])
-    return turn

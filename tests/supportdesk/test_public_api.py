@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 
 from supportdesk.apikeys import api_key_create
-from supportdesk.models import Conversation, Message, Turn
+from supportdesk.models import Conversation, Message, Turn, TurnFeedback
 from supportdesk.ratelimit import rate_limits_reset
 from tests.conftest import wait_for_turn
 from tests.llm_stub import Reply
@@ -57,6 +57,7 @@ def test_a_customer_token_cannot_read_or_write_another_conversation(client, no_e
     mine, theirs = _create(client), _create(client)
     assert _post(client, theirs, "their secret").status_code == 202
     turn_id = Turn.objects.get(conversation__public_id=theirs["id"]).pk
+    Turn.objects.filter(pk=turn_id).update(status=Turn.Status.DONE)
     headers = {"X-Conversation-Token": mine["token"]}
     base = f"/api/conversations/{theirs['id']}"
     assert client.get(f"{base}/messages", headers=headers).status_code == 403
@@ -93,10 +94,13 @@ def test_feedback_is_stored_on_the_turn_and_validated(client, no_enqueue):
     turn_id = _post(client, conv, "hello").json()["id"]
     url = f"/api/conversations/{conv['id']}/turns/{turn_id}/feedback"
     headers = {"X-Conversation-Token": conv["token"]}
+    unfinished = client.post(url, {"rating": "up"}, content_type="application/json", headers=headers)
+    assert unfinished.status_code == 422
+    Turn.objects.filter(pk=turn_id).update(status=Turn.Status.DONE)
     resp = client.post(url, {"rating": "down", "comment": " too vague "}, content_type="application/json", headers=headers)
     assert resp.status_code == 200 and resp.json() == {"rating": "down", "comment": "too vague"}
-    turn = Turn.objects.get(pk=turn_id)
-    assert turn.feedback_rating == "down" and turn.feedback_comment == "too vague" and turn.feedback_at
+    stored = TurnFeedback.objects.get(turn_id=turn_id)
+    assert stored.rating == TurnFeedback.Rating.DOWN and stored.comment == "too vague"
     assert client.post(url, {"rating": "meh"}, content_type="application/json", headers=headers).status_code == 422
     long = client.post(url, {"rating": "up", "comment": "x" * 2001}, content_type="application/json", headers=headers)
     assert long.status_code == 422 and "2000" in long.json()["detail"]

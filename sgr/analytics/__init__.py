@@ -1,0 +1,1 @@
+"""Analyst reads of plan records: filters, streamed exports and statistics (no conversation-domain services)."""

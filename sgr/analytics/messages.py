@@ -1,0 +1,39 @@
+"""Analyst-facing error messages (English and Russian), registered as UI strings so staff can edit them."""
+
+from __future__ import annotations
+
+from sgr.strings import BUILTIN_STRINGS
+
+ANALYTICS_STRINGS: dict[str, dict[str, str]] = {
+    "analytics_error_format": {
+        "en": 'Unknown export format "{value}": use csv or jsonl.',
+        "ru": "Неизвестный формат выгрузки «{value}»: используйте csv или jsonl.",
+    },
+    "analytics_error_ordering": {
+        "en": 'Unknown ordering "{value}". Allowed: {allowed}.',
+        "ru": "Неизвестная сортировка «{value}». Допустимы: {allowed}.",
+    },
+    "analytics_error_filter": {
+        "en": "Invalid filter {field}: {error}",
+        "ru": "Некорректный фильтр {field}: {error}",
+    },
+    "analytics_error_dates": {
+        "en": "date_from must not be later than date_to.",
+        "ru": "date_from не может быть позже date_to.",
+    },
+    "feedback_turn_unfinished": {
+        "en": "Feedback can be given once the answer is complete.",
+        "ru": "Оценить ответ можно, когда он готов.",
+    },
+    "feedback_bad_rating": {
+        "en": "The rating must be 1 (helpful) or -1 (not helpful).",
+        "ru": "Оценка должна быть 1 (полезно) или -1 (бесполезно).",
+    },
+    "feedback_comment_too_long": {
+        "en": "The comment is too long (at most {max} characters).",
+        "ru": "Комментарий слишком длинный (не более {max} символов).",
+    },
+}
+
+for _key, _variants in ANALYTICS_STRINGS.items():
+    BUILTIN_STRINGS.setdefault(_key, _variants)

@@ -1,0 +1,169 @@
+"""What the plan-record inspector shows about one turn (a read-only selector).
+
+Related records of other apps (guard checks, events, retrieval traces, feedback)
+are read through the turn's reverse relations, by name, so ``sgr`` imports no
+conversation-domain code. Retrieval traces are whatever models of the
+``retrieval`` app point at the turn: the panel lists them when they exist.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.core.exceptions import ObjectDoesNotExist
+from django.db import models
+from pydantic import BaseModel
+
+from sgr.models import PlanRecord
+
+TRACE_APP = "retrieval"
+_TRACE_SKIP = {"id", "turn"}
+# Columns of a trace's ``results`` rows shown as a table, in this order, when present.
+RESULT_COLUMNS = ("number", "title", "heading_path", "vector_score", "text_score", "fused_score", "rerank_score",
+                  "relevance")
+
+
+def pretty(value: Any) -> str:
+    """JSON indented for reading; a string that holds JSON is parsed first."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return value
+    return json.dumps(value, ensure_ascii=False, indent=2, default=str)
+
+
+class Trace(BaseModel):
+    kind: str
+    title: str
+    confidence: str = ""
+    latency_ms: float | None = None
+    result_columns: list[str] = []
+    result_rows: list[list[str]] = []
+    fields: list[tuple[str, str]]
+
+
+class StageTime(BaseModel):
+    type: str
+    detail: str
+    at_ms: float
+
+
+class Inspection(BaseModel):
+    model_config = {"arbitrary_types_allowed": True}
+
+    record: PlanRecord
+    message: str
+    metadata: str
+    raw_arguments: str
+    repair_raw_arguments: str
+    parse_errors: list[str]
+    guardian: str
+    guard_checks: list[dict[str, Any]]
+    traces: list[Trace]
+    answer: str
+    sources: list[dict[str, Any]]
+    timeline: list[StageTime]
+    tokens: dict[str, int | None]
+    feedback: dict[str, Any] | None
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    if isinstance(value, list):
+        return " › ".join(str(v) for v in value)
+    return "" if value is None else str(value)
+
+
+def _results_table(results: Any) -> tuple[list[str], list[list[str]]]:
+    rows = [r for r in results if isinstance(r, dict)] if isinstance(results, list) else []
+    columns = [c for c in RESULT_COLUMNS if any(c in r for r in rows)]
+    return columns, [[_cell(r.get(c)) for c in columns] for r in rows]
+
+
+def _traces(turn: models.Model) -> list[Trace]:
+    traces: list[Trace] = []
+    for relation in turn._meta.related_objects:
+        if relation.related_model._meta.app_label != TRACE_APP or relation.one_to_one:
+            continue
+        accessor = relation.get_accessor_name()
+        for obj in getattr(turn, accessor).all().order_by("pk"):
+            fields = [
+                (f.name, pretty(getattr(obj, f.attname)))
+                for f in obj._meta.concrete_fields
+                if f.name not in _TRACE_SKIP and f.name not in ("confidence", "latency_ms")
+            ]
+            confidence = getattr(obj, "confidence", None)
+            columns, rows = _results_table(getattr(obj, "results", None))
+            traces.append(
+                Trace(
+                    kind=obj._meta.verbose_name,
+                    title=str(obj),
+                    confidence=pretty(confidence) if confidence not in (None, "", {}) else "",
+                    latency_ms=getattr(obj, "latency_ms", None),
+                    result_columns=columns,
+                    result_rows=rows,
+                    fields=fields,
+                )
+            )
+    return traces
+
+
+def plan_record_inspection(*, record_id: int) -> Inspection | None:
+    record = (
+        PlanRecord.objects.select_related("turn__user_message", "turn__answer_message", "conversation", "template")
+        .filter(pk=record_id)
+        .first()
+    )
+    if record is None:
+        return None
+    turn = record.turn
+    events = list(turn.events.order_by("seq"))
+    answer_event = next((e for e in reversed(events) if e.type == "answer"), None)
+    started = turn.created_at
+    timeline = [
+        StageTime(
+            type=e.type,
+            detail=str(e.payload.get("status") or e.payload.get("action") or e.payload.get("code") or ""),
+            at_ms=round((e.created_at - started).total_seconds() * 1000, 1),
+        )
+        for e in events
+        if e.type != "token"
+    ]
+    try:
+        feedback_row = turn.feedback
+        feedback: dict[str, Any] | None = {
+            "rating": feedback_row.get_rating_display(), "comment": feedback_row.comment, "at": feedback_row.created_at,
+        }
+    except ObjectDoesNotExist:
+        feedback = None
+    checks = [
+        {
+            "kind": c.kind, "status": c.status, "level": c.level, "provider": c.provider,
+            "categories": ", ".join(c.categories or []), "latency_ms": c.latency_ms, "attempts": c.attempts,
+            "error": c.error,
+        }
+        for c in turn.guard_checks.order_by("pk")
+    ]
+    return Inspection(
+        record=record,
+        message=turn.user_message.text,
+        metadata=pretty(record.metadata),
+        raw_arguments=pretty(record.raw_arguments) if record.raw_arguments else "",
+        repair_raw_arguments=pretty(record.repair_raw_arguments) if record.repair_raw_arguments else "",
+        parse_errors=[str(e) for e in record.parse_errors or []],
+        guardian=pretty(record.guardian),
+        guard_checks=checks,
+        traces=_traces(turn),
+        answer=turn.answer_text,
+        sources=list((answer_event.payload or {}).get("sources") or []) if answer_event else [],
+        timeline=timeline,
+        tokens={
+            "planner_prompt": record.prompt_tokens,
+            "planner_completion": record.completion_tokens,
+            "answer_prompt": record.answer_prompt_tokens,
+        },
+        feedback=feedback,
+    )

@@ -1,0 +1,138 @@
+"""The analyst API (``/api/v1/plan-records``): read-only, an API key with the ``analyst`` scope.
+
+Filters are query parameters shared with the exports and the dashboard
+(:class:`sgr.analytics.filters.PlanRecordFilters`); a bad value is a 422 with a
+message in the request's language (``Accept-Language``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest, QueryDict, StreamingHttpResponse
+from django.utils import translation
+from ninja import Router, Schema
+from ninja.errors import HttpError
+from pydantic import ValidationError
+
+from sgr.analytics import messages  # noqa: F401  (registers the analyst error strings)
+from sgr.analytics.exports import CONTENT_TYPES, FORMATS, export_filename, export_stream, record_rows
+from sgr.analytics.filters import ORDERINGS, PlanRecordFilters, plan_records_filter
+from sgr.analytics.stats import PlanRecordStats, plan_record_stats
+from sgr.strings import ui_string
+from supportdesk.apikeys import ApiKeyAuth
+
+router = Router(tags=["analyst"], auth=ApiKeyAuth("analyst"))
+
+FILTERS_DOC = (
+    "Filters (all optional): final_action, model_action (normal|clarify|block|guardian_block), overridden (bool), "
+    "guardian_level (Safe|Controversial|Unsafe), guardian_status, language, injection_mode (synthetic|tool_trace), "
+    "plan_status (ok|repaired|fallback|absent), date_from, date_to (YYYY-MM-DD, inclusive), q (intent or message text)."
+)
+CONTROL_PARAMS = {"format", "ordering", "limit", "offset"}
+
+
+class PlanRecordRow(Schema):
+    """One plan record: the export's flat columns plus the nested plan, guardian verdict and metadata."""
+
+    id: int
+    created_at: str
+    turn_id: int
+    conversation: str
+    language: str
+    injection_mode: str
+    message: str
+    user_intent: str
+    topic: str
+    category: str
+    spam_score: float | None
+    intent_confidence: float | None
+    model_action: str
+    final_action: str
+    action_overridden: bool
+    routing_rule: str
+    plan_status: str
+    guardian_level: str
+    guardian_status: str
+    guardian_categories: str
+    kb_relevance: float | None
+    planner_latency_ms: float
+    prompt_tokens: int
+    completion_tokens: int
+    answer_prompt_tokens: int | None
+    subquery_coverage: float | None
+    plan_answer_rouge_l: float | None
+    feedback: str
+    ui_response: str
+    context_synthetic: str
+    answer: str
+    plan: dict[str, Any] | None
+    guardian: dict[str, Any]
+    metadata: dict[str, Any]
+
+
+class PlanRecordPage(Schema):
+    count: int
+    limit: int
+    offset: int
+    ordering: str
+    items: list[PlanRecordRow]
+
+
+def _language() -> str:
+    return (translation.get_language() or settings.DEFAULT_LANGUAGE).split("-")[0]
+
+
+def filters_parse(query: QueryDict) -> PlanRecordFilters:
+    """The filters in ``query`` (control parameters ignored); a localized 422 on a bad value."""
+    data = {k: v for k, v in query.items() if k not in CONTROL_PARAMS and v != ""}
+    try:
+        return PlanRecordFilters.model_validate(data)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = ".".join(str(p) for p in error["loc"]) or "date_from"
+        if error["type"] == "value_error" and "date_from" in error["msg"]:
+            raise HttpError(422, ui_string("analytics_error_dates", _language())) from exc
+        raise HttpError(422, ui_string("analytics_error_filter", _language(), field=field, error=error["msg"])) from exc
+
+
+def _ordering(query: QueryDict) -> str:
+    value = query.get("ordering") or ORDERINGS[0]
+    if value not in ORDERINGS:
+        raise HttpError(422, ui_string("analytics_error_ordering", _language(), value=value, allowed=", ".join(ORDERINGS)))
+    return value
+
+
+@router.get("", response=PlanRecordPage, summary="List plan records", description=FILTERS_DOC)
+def plan_records_list(request: HttpRequest, limit: int = 50, offset: int = 0) -> dict[str, Any]:
+    filters = filters_parse(request.GET)
+    ordering = _ordering(request.GET)
+    limit = max(1, min(limit, settings.ANALYST_API_MAX_PAGE))
+    offset = max(0, offset)
+    qs = plan_records_filter(filters).order_by(ordering, "-id")
+    return {
+        "count": qs.count(),
+        "limit": limit,
+        "offset": offset,
+        "ordering": ordering,
+        "items": record_rows(qs[offset : offset + limit]),
+    }
+
+
+@router.get("/export", summary="Export plan records (CSV or JSONL, streamed)", description=FILTERS_DOC)
+def plan_records_export(request: HttpRequest) -> StreamingHttpResponse:
+    export_format = request.GET.get("format", "csv")
+    if export_format not in FORMATS:
+        raise HttpError(422, ui_string("analytics_error_format", _language(), value=export_format))
+    filters = filters_parse(request.GET)
+    ordering = _ordering(request.GET)
+    qs = plan_records_filter(filters).order_by(ordering, "-id")
+    response = StreamingHttpResponse(export_stream(qs, export_format), content_type=CONTENT_TYPES[export_format])
+    response["Content-Disposition"] = f'attachment; filename="{export_filename(export_format)}"'
+    return response
+
+
+@router.get("/stats", response=PlanRecordStats, summary="Plan-record statistics", description=FILTERS_DOC)
+def plan_records_stats(request: HttpRequest) -> PlanRecordStats:
+    return plan_record_stats(filters_parse(request.GET))

