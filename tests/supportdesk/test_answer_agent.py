@@ -167,3 +167,32 @@ def test_a_copied_analysis_is_kept_out_of_the_stream_and_the_answer(llm):
     streamed = "".join(p["text"] for p in _events(turn, "token"))
     assert "## Analysis" not in streamed and streamed.strip() == "Open Settings, then Reset."
     assert turn.answer_text == "Open Settings, then Reset."
+
+
+def test_search_kb_runs_retrieval_and_the_answer_cites_the_article(llm, settings):
+    from retrieval.ingestion import document_ingest
+    from retrieval.models import QueryTrace
+
+    settings.RETRIEVAL_EMBEDDER = "openai"  # the scripted server's hash embeddings: mechanics, not meaning
+    settings.RETRIEVAL_EMBEDDING_BASE_URL = llm.base_url
+    settings.RETRIEVAL_EMBEDDING_MODEL = "stub-embed"
+    outcome = document_ingest(
+        source="https://kb.example.test/reset-password", filename="reset.md",
+        content=b"# Reset your password\n\nOpen Settings, then Security, and press Reset password. "
+                b"The reset email arrives within five minutes.\n",
+    )
+    assert outcome.status == "created"
+    turn = _answer(llm, _search("reset password"), Reply(content="Press Reset password in Settings [1]."))
+    (source,) = turn.answer_result["sources"]
+    assert source["number"] == 1 and source["url"] == "https://kb.example.test/reset-password"
+    assert source["title"] == "Reset your password" and "Open Settings" in source["excerpt"]
+    assert isinstance(turn.answer_result["confidence_score"], float)
+    assert _events(turn, "citation") == [source]
+    (answer,) = _events(turn, "answer")
+    assert answer["sources"] == [source] and "[1]" in answer["html"]
+    # The model read the numbered article; the search left a trace on the turn.
+    tool_message = [m for m in llm.chat_requests()[-1]["messages"] if m["role"] == "tool"][0]
+    assert "[1]" in tool_message["content"] and "Open Settings" in tool_message["content"]
+    trace = QueryTrace.objects.get(turn=turn)
+    assert trace.queries == ["reset password"]
+    assert turn.diagnostics["answer"]["searches"][0]["trace_id"] == trace.pk
