@@ -143,3 +143,27 @@ def test_a_failed_turn_shows_a_localized_error_and_retry_sends_it_again(page, li
     page.locator(".answer:not(.streaming)", has_text="Заказ в пути.").wait_for(timeout=60_000)
     turns = list(Turn.objects.order_by("pk").values_list("status", flat=True))
     assert turns == ["failed", "done"]  # the first message stayed saved; the retry is a new turn
+
+
+def test_a_cited_answer_links_to_its_source(page, live_server_url, llm):
+    from retrieval.ingestion import document_ingest
+
+    url = f"{live_server_url}/?article=reset-password"  # a page the live server serves
+    outcome = document_ingest(source=url, filename="reset.md", content=(
+        b"# Reset your password\n\nOpen Settings, then Security, and press Reset password. "
+        b"The reset email arrives within five minutes.\n"))
+    assert outcome.status == "created"
+    llm.push(_plan(llm), Reply(tool_calls=[{"name": "search_kb", "arguments": '{"query": "reset password"}'}]),
+             Reply(content="Press **Reset password** in Settings [1]."))
+    page.goto(live_server_url + "/?lang=en")
+    _ask(page, "How do I reset my password?")
+    _answer_snapshots(page)
+    cite = page.locator(".answer a.cite")
+    assert cite.inner_text() == "[1]" and cite.get_attribute("href") == url
+    source = page.locator(".sources a")
+    assert source.inner_text() == "Reset your password" and source.get_attribute("href") == url
+    with page.context.expect_page() as opened:
+        cite.click()
+    article = opened.value
+    article.wait_for_load_state()
+    assert article.url == url and "Support" in article.title()
