@@ -195,7 +195,7 @@ RETRIEVAL_CANDIDATES = env.int("RETRIEVAL_CANDIDATES", default=40)
 RETRIEVAL_TEXT_CANDIDATES_PER_TERM = env.int("RETRIEVAL_TEXT_CANDIDATES_PER_TERM", default=100)
 # A term in more chunks than this (per Postgres statistics) brings no full-text candidates.
 RETRIEVAL_TEXT_MAX_TERM_ROWS = env.int("RETRIEVAL_TEXT_MAX_TERM_ROWS", default=3000)
-RETRIEVAL_HNSW_EF_SEARCH = env.int("RETRIEVAL_HNSW_EF_SEARCH", default=100)
+RETRIEVAL_HNSW_EF_SEARCH = env.int("RETRIEVAL_HNSW_EF_SEARCH", default=200)
 RETRIEVAL_RRF_K = env.int("RETRIEVAL_RRF_K", default=60)
 # Optional reranker: a vLLM/Infinity-style POST /rerank endpoint; empty = off.
 RETRIEVAL_RERANK_URL = env.str("RETRIEVAL_RERANK_URL", default="")
