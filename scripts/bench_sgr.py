@@ -21,25 +21,13 @@ django.setup()
 
 from guard.verdict import Verdict  # noqa: E402
 from sgr import cache  # noqa: E402
+from sgr.editor import SAMPLE_PLANS  # noqa: E402
 from sgr.planner import plan_errors  # noqa: E402
 from sgr.render import outputs_render  # noqa: E402
 from sgr.schema import Plan  # noqa: E402
 from sgr.strings import ui_string  # noqa: E402
 
-PLAN = {
-    "spam_score": 0.05,
-    "spam_reason": "genuine",
-    "user_intent": "The customer wants to reset their password.",
-    "topic": "password reset",
-    "category": "account",
-    "subqueries": ["reset password", "reset email not received"],
-    "action_plan": ["Explain the reset link", "Say how long the email takes"],
-    "intent_confidence": 0.92,
-    "uncertainties": ["device"],
-    "action": "normal",
-    "clarification_question": "",
-    "answer_language": "en",
-}
+PLAN = SAMPLE_PLANS["en"]  # the same sample plan the template editor previews with
 
 
 def per_op_us(label: str, op: Callable[[], object], rounds: int) -> None:
