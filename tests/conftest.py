@@ -43,6 +43,21 @@ def llm(llm_server: ScriptedLLM, settings: Any) -> Iterator[ScriptedLLM]:
     llm_server.reset()
 
 
+@pytest.fixture
+def no_enqueue(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Record turns instead of sending their pipeline to the broker (tests without a worker)."""
+    enqueued: list[int] = []
+    monkeypatch.setattr("supportdesk.services._enqueue_turn", enqueued.append)
+    return enqueued
+
+
+def conversation_create_via_api(client: Any, language: str = "en") -> dict[str, Any]:
+    """``POST /api/conversations`` and return ``{id, token, language}``."""
+    resp = client.post("/api/conversations", {"language": language}, content_type="application/json")
+    assert resp.status_code == 201
+    return resp.json()
+
+
 def _database_url() -> str:
     db = settings.DATABASES["default"]
     auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")

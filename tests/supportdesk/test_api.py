@@ -6,22 +6,9 @@ import pytest
 from django.test import Client
 
 from supportdesk.models import Message, Turn
+from tests.conftest import conversation_create_via_api
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def no_enqueue(monkeypatch):
-    """Record enqueued turns instead of sending them to the broker (no worker in these tests)."""
-    enqueued: list[int] = []
-    monkeypatch.setattr("supportdesk.services._enqueue_turn", enqueued.append)
-    return enqueued
-
-
-def _create(client: Client, language: str = "en") -> dict:
-    resp = client.post("/api/conversations", {"language": language}, content_type="application/json")
-    assert resp.status_code == 201
-    return resp.json()
 
 
 def test_docs_and_openapi_schema_are_served(client):
@@ -40,7 +27,7 @@ def test_demo_page_embeds_the_widget_in_both_languages(client):
 
 
 def test_create_conversation_returns_a_token_that_is_stored_hashed(client):
-    body = _create(client, "ru")
+    body = conversation_create_via_api(client, "ru")
     from supportdesk.models import Conversation
 
     conversation = Conversation.objects.get(public_id=body["id"])
@@ -50,7 +37,7 @@ def test_create_conversation_returns_a_token_that_is_stored_hashed(client):
 
 
 def test_post_message_saves_message_and_turn_and_enqueues_once(client, django_capture_on_commit_callbacks, no_enqueue):
-    body = _create(client)
+    body = conversation_create_via_api(client)
     with django_capture_on_commit_callbacks(execute=True):
         resp = client.post(
             f"/api/conversations/{body['id']}/messages", {"text": "  Hello  "},
@@ -64,7 +51,7 @@ def test_post_message_saves_message_and_turn_and_enqueues_once(client, django_ca
 
 @pytest.mark.parametrize(("text", "fragment"), [("", "empty"), ("x" * 4001, "too long")])
 def test_post_message_rejects_empty_and_oversized(client, no_enqueue, text, fragment):
-    body = _create(client)
+    body = conversation_create_via_api(client)
     resp = client.post(
         f"/api/conversations/{body['id']}/messages", {"text": text},
         content_type="application/json", headers={"X-Conversation-Token": body["token"]},
@@ -75,8 +62,8 @@ def test_post_message_rejects_empty_and_oversized(client, no_enqueue, text, frag
 
 
 def test_credentials_are_checked(client, no_enqueue):
-    body = _create(client)
-    other = _create(client)
+    body = conversation_create_via_api(client)
+    other = conversation_create_via_api(client)
     url = f"/api/conversations/{body['id']}/messages"
     assert client.post(url, {"text": "hi"}, content_type="application/json").status_code == 401
     resp = client.post(url, {"text": "hi"}, content_type="application/json",

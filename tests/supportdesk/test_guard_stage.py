@@ -20,9 +20,8 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def turn_of(monkeypatch):
+def turn_of(no_enqueue):
     """``turn_of(text, language)``: a saved message and its queued turn (the chain is run by the test)."""
-    monkeypatch.setattr("supportdesk.services._enqueue_turn", lambda turn_id: None)
 
     def make(text: str, language: str = "en") -> Turn:
         created = conversation_create(language=language)

@@ -22,8 +22,7 @@ def test_ask_runs_the_worker_pipeline_and_returns_a_structured_result(llm, celer
     assert result.diagnostics["planner"]["prompt_tokens"] > 0
 
 
-def test_waiting_on_a_turn_that_does_not_end_times_out(monkeypatch):
-    monkeypatch.setattr("supportdesk.services._enqueue_turn", lambda turn_id: None)  # nobody works on it
+def test_waiting_on_a_turn_that_does_not_end_times_out(no_enqueue):  # nobody works on it
     created = conversation_create(language="en")
     turn = message_receive(conversation=created.conversation, text="hello")
     with pytest.raises(TurnTimeout) as excinfo:

@@ -10,7 +10,7 @@ from django.test import Client
 from supportdesk.apikeys import api_key_create
 from supportdesk.models import Conversation, Message, Turn, TurnFeedback
 from supportdesk.ratelimit import rate_limits_reset
-from tests.conftest import wait_for_turn
+from tests.conftest import conversation_create_via_api, wait_for_turn
 from tests.llm_stub import Reply
 from tests.sgr.factories import sgr_isolated
 
@@ -26,17 +26,6 @@ def _fresh_limits():
     rate_limits_reset()
 
 
-@pytest.fixture
-def no_enqueue(monkeypatch):
-    enqueued: list[int] = []
-    monkeypatch.setattr("supportdesk.services._enqueue_turn", enqueued.append)
-    return enqueued
-
-
-def _create(client: Client, language: str = "en") -> dict:
-    resp = client.post("/api/conversations", {"language": language}, content_type="application/json")
-    assert resp.status_code == 201
-    return resp.json()
 
 
 def _post(client: Client, conv: dict, text: str, token: str | None = None):
@@ -54,7 +43,7 @@ def test_every_customer_endpoint_is_in_the_openapi_schema(client):
 
 
 def test_a_customer_token_cannot_read_or_write_another_conversation(client, no_enqueue):
-    mine, theirs = _create(client), _create(client)
+    mine, theirs = conversation_create_via_api(client), conversation_create_via_api(client)
     assert _post(client, theirs, "their secret").status_code == 202
     turn_id = Turn.objects.get(conversation__public_id=theirs["id"]).pk
     Turn.objects.filter(pk=turn_id).update(status=Turn.Status.DONE)
@@ -76,7 +65,7 @@ def test_a_customer_token_cannot_read_or_write_another_conversation(client, no_e
 @pytest.mark.parametrize(("payload", "status"), [({}, 422), ({"text": 5}, 422), ({"text": ""}, 422),
                                                   ({"text": "x" * 4001}, 422)])
 def test_malformed_or_bad_messages_get_422(client, no_enqueue, payload, status):
-    conv = _create(client, "ru")
+    conv = conversation_create_via_api(client, "ru")
     resp = client.post(f"/api/conversations/{conv['id']}/messages", payload, content_type="application/json",
                        headers={"X-Conversation-Token": conv["token"]})
     assert resp.status_code == status
@@ -84,13 +73,13 @@ def test_malformed_or_bad_messages_get_422(client, no_enqueue, payload, status):
 
 
 def test_oversized_message_error_is_localized(client, no_enqueue):
-    conv = _create(client, "ru")
+    conv = conversation_create_via_api(client, "ru")
     resp = _post(client, conv, "x" * 4001)
     assert resp.status_code == 422 and "слишком длинное" in resp.json()["detail"]
 
 
 def test_feedback_is_stored_on_the_turn_and_validated(client, no_enqueue):
-    conv = _create(client)
+    conv = conversation_create_via_api(client)
     turn_id = _post(client, conv, "hello").json()["id"]
     url = f"/api/conversations/{conv['id']}/turns/{turn_id}/feedback"
     headers = {"X-Conversation-Token": conv["token"]}
@@ -110,11 +99,11 @@ def test_feedback_is_stored_on_the_turn_and_validated(client, no_enqueue):
 def test_per_conversation_and_per_ip_rate_limits(client, no_enqueue, settings):
     settings.RATE_LIMIT_CONVERSATION_PER_MINUTE = 2
     settings.RATE_LIMIT_IP_PER_MINUTE = 3
-    first = _create(client, "ru")
+    first = conversation_create_via_api(client, "ru")
     assert [_post(client, first, f"m{i}").status_code for i in range(3)] == [202, 202, 429]
     limited = _post(client, first, "again")
     assert "слишком часто" in limited.json()["detail"]
-    second = _create(client)
+    second = conversation_create_via_api(client)
     # The IP has now sent 4 (one over) in this window: another conversation is limited too.
     assert _post(client, second, "new conversation").status_code == 429
     other_ip = client.post(f"/api/conversations/{second['id']}/messages", {"text": "hi"}, content_type="application/json",
@@ -147,7 +136,7 @@ def test_widget_config_has_localized_strings_and_says_who_is_staff(client, djang
 
 
 def test_debug_view_is_for_staff_only(client, no_enqueue, django_user_model):
-    conv = _create(client)
+    conv = conversation_create_via_api(client)
     turn_id = _post(client, conv, "hello").json()["id"]
     url = f"/api/widget/turns/{turn_id}/debug"
     assert client.get(url, headers={"X-Conversation-Token": conv["token"]}).status_code == 401
@@ -165,7 +154,7 @@ def test_debug_view_is_for_staff_only(client, no_enqueue, django_user_model):
 def test_rest_turn_ask_and_ask_structured_run_the_worker_pipeline(client, llm, celery_worker, django_user_model):
     rate_limits_reset()
     llm.answer_text = "Use the reset link on the login page."
-    conv = _create(client)
+    conv = conversation_create_via_api(client)
     headers = {"X-Conversation-Token": conv["token"]}
     turn_id = _post(client, conv, "How do I reset my password?").json()["id"]
     wait_for_turn(turn_id, timeout=60)

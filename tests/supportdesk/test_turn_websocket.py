@@ -212,12 +212,11 @@ def test_stream_cut_midway_is_retried_after_a_retract_and_the_replay_has_one_ans
     assert [f["seq"] for f in rest] == [s for s in seqs if s > second_token]
 
 
-def test_an_idle_socket_still_gets_events_after_the_layer_blocking_timeout(ws_client, monkeypatch):
+def test_an_idle_socket_still_gets_events_after_the_layer_blocking_timeout(ws_client, no_enqueue):  # we emit
     # A slow planning call leaves the socket idle for longer than the channel layer's
     # 5 s blocking read: the live event must still arrive, and the socket stay open.
     from supportdesk.events import turn_event_emit
 
-    monkeypatch.setattr("supportdesk.services._enqueue_turn", lambda turn_id: None)  # no worker: we emit
     created = conversation_create(language="en")
     client = ws_client(_path(created.conversation, created.access_token))
     assert client.connect()[0]
