@@ -96,7 +96,7 @@ async def customer(http: httpx.AsyncClient, base: str, text: str, go: asyncio.Ev
     async with connect(url, origin=base, max_queue=None) as ws:
         connected.append(conv["id"])
         await go.wait()
-        sent = time.monotonic()
+        sent, sent_wall = time.monotonic(), time.time()
         await ws.send(json.dumps({"type": "message", "text": text}))
         frames: list[dict[str, Any]] = []
         first_token: float | None = None
@@ -107,9 +107,25 @@ async def customer(http: httpx.AsyncClient, base: str, text: str, go: asyncio.Ev
                 first_token = time.monotonic()
             if frame["type"] == "done":
                 break
-        done = time.monotonic()
+        done, done_wall = time.monotonic(), time.time()
     return {"conversation": conv["id"], "text": text, "sent": sent, "first_token": first_token, "done": done,
-            "frames": frames}
+            "sent_wall": sent_wall, "done_wall": done_wall, "frames": frames}
+
+
+def gaps_outside_stages(r: dict[str, Any], turn: Turn, stages: dict[str, Any]) -> dict[str, float]:
+    """Where the time between the stages goes (ms), from the stages' wall-clock starts and the stored events."""
+    if not {"guard", "sgr", "answer"} <= set(stages) or any("started_at" not in f for f in stages.values()):
+        return {}
+    queued = TurnEvent.objects.filter(turn=turn).order_by("seq").first()
+    start = {name: float(f["started_at"]) for name, f in stages.items()}
+    end = {name: start[name] + float(f["latency_ms"]) / 1000 for name, f in stages.items()}
+    return {
+        "receive": (queued.created_at.timestamp() - r["sent_wall"]) * 1000,
+        "enqueue+hop": (start["guard"] - queued.created_at.timestamp()) * 1000,
+        "hop guard>sgr": (start["sgr"] - end["guard"]) * 1000,
+        "hop sgr>answer": (start["answer"] - end["sgr"]) * 1000,
+        "done delivery": (r["done_wall"] - end["answer"]) * 1000,
+    }
 
 
 async def wave(base: str, tag: str, count: int) -> list[dict[str, Any]]:
@@ -135,7 +151,10 @@ def measure(results: list[dict[str, Any]], stub: ScriptedLLM) -> dict[str, Any]:
             user = [m for m in recorded.body["messages"] if m.get("role") == "user"][-1]["content"]
             first_chunk[user] = recorded.first_chunk_at
     overheads, ttft_gaps, hops = [], [], []
+    ttft_worker, ttft_delivery = [], []  # the TTFT gap split at the stored token event
+    wall_offset = time.time() - time.monotonic()  # the stub runs in this process: same clocks
     stage_ms: dict[str, list[float]] = {}
+    gaps: dict[str, list[float]] = {}
     dropped = duplicated = wrong_text = 0
     for r in results:
         turn = Turn.objects.get(conversation__public_id=r["conversation"])
@@ -147,15 +166,23 @@ def measure(results: list[dict[str, Any]], stub: ScriptedLLM) -> dict[str, Any]:
         for name, figures in stages.items():
             stage_ms.setdefault(name, []).append(float(figures["latency_ms"]))
         hops.append((r["done"] - r["sent"]) * 1000 - sum(float(f["latency_ms"]) for f in stages.values()))
+        for name, value in gaps_outside_stages(r, turn, stages).items():
+            gaps.setdefault(name, []).append(value)
         if r["first_token"] is not None and r["text"] in first_chunk:
             ttft_gaps.append((r["first_token"] - first_chunk[r["text"]]) * 1000)
+            token = TurnEvent.objects.filter(turn=turn, type="token").order_by("seq").first()
+            if token is not None:
+                stored = token.created_at.timestamp()
+                ttft_worker.append((stored - first_chunk[r["text"]] - wall_offset) * 1000)
+                ttft_delivery.append((r["first_token"] + wall_offset - stored) * 1000)
         got = [f["seq"] for f in r["frames"] if f.get("seq") is not None]
         stored = list(TurnEvent.objects.filter(conversation=turn.conversation).values_list("seq", flat=True))
         dropped += len(set(stored) - set(got))
         duplicated += len(got) - len(set(got))
         tokens = "".join(f["payload"]["text"] for f in r["frames"] if f["type"] == "token")
         wrong_text += tokens.strip() != ANSWER or turn.status != "done"
-    return {"turns": len(results), "overhead": overheads, "hops": hops, "stage_ms": stage_ms, "ttft_gap": ttft_gaps, "dropped": dropped,
+    return {"turns": len(results), "overhead": overheads, "hops": hops, "stage_ms": stage_ms, "gaps": gaps, "ttft_worker": ttft_worker,
+            "ttft_delivery": ttft_delivery, "ttft_gap": ttft_gaps, "dropped": dropped,
             "duplicated": duplicated, "wrong_text": wrong_text}
 
 
@@ -173,6 +200,11 @@ def report(name: str, m: dict[str, Any]) -> None:
           f"wrong_answers={m['wrong_text']}")
     stages = "  ".join(f"{name} p50={pct(v, .5):.1f}" for name, v in sorted(m["stage_ms"].items()))
     print(f"{'':<24} stage wall ms: {stages}  outside stages (queue hops, delivery) p50={pct(m['hops'], .5):.1f}")
+    gaps = "  ".join(f"{name} p50={pct(v, .5):.1f}" for name, v in m["gaps"].items())
+    print(f"{'':<24} outside stages ms: {gaps}")
+    print(f"{'':<24} ttft gap split ms: LLM chunk -> token stored p50={pct(m['ttft_worker'], .5):.1f} "
+          f"p95={pct(m['ttft_worker'], .95):.1f}  stored -> client p50={pct(m['ttft_delivery'], .5):.1f} "
+          f"p95={pct(m['ttft_delivery'], .95):.1f}")
 
 
 def main() -> int:

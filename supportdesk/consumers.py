@@ -8,7 +8,8 @@ bad input, ``{"type": "error", "seq": null, "payload": {"code", "message"}}``.
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
@@ -20,7 +21,18 @@ from supportdesk.models import Conversation
 from supportdesk.selectors import conversation_get_authorized
 from supportdesk.services import MessageRejected, message_receive
 
+T = TypeVar("T")
 CLOSE_UNAUTHORIZED = 4403
+
+
+def db_call(func: Callable[..., T]) -> Callable[..., Awaitable[T]]:
+    """Run sync database code in the thread pool, off the event loop.
+
+    Not thread-sensitive: by default every consumer's sync calls share one thread,
+    so a burst of messages from many customers would be saved one after another.
+    Each pooled thread borrows its own connection (settings ``DB_POOL``).
+    """
+    return database_sync_to_async(func, thread_sensitive=False)
 
 
 class ConversationConsumer(AsyncJsonWebsocketConsumer):
@@ -32,7 +44,7 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         query = parse_qs(self.scope.get("query_string", b"").decode())
         token = (query.get("token") or [""])[0]
         public_id = self.scope["url_route"]["kwargs"]["public_id"]
-        conversation = await database_sync_to_async(conversation_get_authorized)(public_id=public_id, token=token)
+        conversation = await db_call(conversation_get_authorized)(public_id=public_id, token=token)
         if conversation is None:
             await self.close(code=CLOSE_UNAUTHORIZED)
             return
@@ -45,7 +57,7 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         # Join first, then replay: a live event that races the replay is dropped by seq below.
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
-        missed = await database_sync_to_async(conversation_events_after)(
+        missed = await db_call(conversation_events_after)(
             conversation=conversation, after_seq=self.last_sent_seq
         )
         for event in missed:
@@ -69,7 +81,7 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
             await self._send_error("bad_frame", await self._text("error_bad_frame"))
             return
         try:
-            turn = await database_sync_to_async(message_receive)(
+            turn = await db_call(message_receive)(
                 conversation=self.conversation, text=content.get("text"), client_ip=self._client_ip()
             )
         except MessageRejected as exc:
@@ -92,7 +104,7 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
 
     async def _text(self, key: str) -> str:
         # UI strings may come from the database (staff edits): read them off the event loop.
-        return await database_sync_to_async(ui_string)(key, self.conversation.language)
+        return await db_call(ui_string)(key, self.conversation.language)
 
     async def _send_error(self, code: str, message: str) -> None:
         await self.send_json({"type": "error", "seq": None, "turn": None, "payload": {"code": code, "message": message}})

@@ -70,6 +70,16 @@ DATABASES = {
     "default": env.db_url("DATABASE_URL", default="postgres://postgres@127.0.0.1:54329/supportdesk"),
 }
 DATABASES["default"].setdefault("CONN_MAX_AGE", 0)
+# The web process (ASGI: each sync call may run in another thread) borrows connections
+# from a psycopg pool instead of opening one per call; the pool's size also caps how many
+# connections a burst of requests can take. Celery workers keep one connection per
+# process instead (see supportdesk.celery).
+if env.bool("DB_POOL", default=True):
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": env.int("DB_POOL_MIN_SIZE", default=2),
+        "max_size": env.int("DB_POOL_MAX_SIZE", default=20),
+        "timeout": env.float("DB_POOL_TIMEOUT", default=10.0),
+    }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -121,6 +131,10 @@ CELERY_TASK_ROUTES = {
     "retrieval.*": {"queue": "ingest"},
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Workers reuse their database connection across tasks (see supportdesk.celery):
+# Celery recycles it after this many tasks, Django after WORKER_DB_CONN_MAX_AGE seconds.
+CELERY_DB_REUSE_MAX = env.int("CELERY_DB_REUSE_MAX", default=1000)
+WORKER_DB_CONN_MAX_AGE = env.int("WORKER_DB_CONN_MAX_AGE", default=600)
 # Hard and soft limits per stage task, seconds.
 CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=300)
 CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=240)

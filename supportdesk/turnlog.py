@@ -21,6 +21,7 @@ class StageLog:
     outcome: str = "unknown"
     tokens: dict[str, int] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
+    started_at: float = field(default_factory=time.time)  # wall clock, to line stages up with events
 
 
 @contextmanager
@@ -47,6 +48,7 @@ def _line(record: StageLog) -> dict[str, object]:
         "stage": record.stage,
         "outcome": record.outcome,
         "latency_ms": round((time.monotonic() - record.started) * 1000, 1),
+        "started_at": round(record.started_at, 4),
         "tokens": record.tokens,
     }
 
@@ -67,7 +69,7 @@ def _stage_diagnostics_save(line: dict[str, object]) -> None:
         turn_diagnostics_merge(
             turn_id=int(line["turn_id"]),  # type: ignore[arg-type]
             path=("stages", str(line["stage"])),
-            value={key: line[key] for key in ("outcome", "latency_ms", "tokens")},
+            value={key: line[key] for key in ("outcome", "latency_ms", "started_at", "tokens")},
         )
     except Exception:  # diagnostics must never fail a stage
         logger.exception("could not store stage diagnostics")

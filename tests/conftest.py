@@ -26,6 +26,29 @@ ROOT = Path(__file__).resolve().parent.parent
 ORIGIN = (b"origin", b"http://localhost")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _db_pools_closed(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
+    """Close this process's connection pools before the test database is dropped.
+
+    (Consumers borrow pooled connections in other threads; Django's teardown only
+    closes the main thread's connection.)
+    """
+    yield
+    from django.db import connection, connections
+
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        # Connections borrowed by other threads of this process (the in-process ASGI app's
+        # thread pool) are not returned by the pool's close(); end their sessions here.
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+    for each in connections.all():
+        each.close()
+        if each.settings_dict.get("OPTIONS", {}).get("pool"):
+            each.close_pool()
+
+
 @pytest.fixture(scope="session")
 def llm_server() -> Iterator[ScriptedLLM]:
     server = ScriptedLLM()
@@ -65,7 +88,8 @@ def _database_url() -> str:
 
 
 @pytest.fixture(scope="session")
-def celery_worker(django_db_setup: None, llm_server: ScriptedLLM, tmp_path_factory: pytest.TempPathFactory) -> Iterator[subprocess.Popen]:
+def celery_worker(django_db_setup: None, django_db_blocker: Any, llm_server: ScriptedLLM,
+                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[subprocess.Popen]:
     """A real Celery worker process on all stage queues, against the test database."""
     from supportdesk.celery import app
 
@@ -97,6 +121,21 @@ def celery_worker(django_db_setup: None, llm_server: ScriptedLLM, tmp_path_facto
         proc.wait(timeout=20)
     except subprocess.TimeoutExpired:
         proc.kill()
+    with django_db_blocker.unblock():
+        _worker_sessions_gone()
+
+
+def _worker_sessions_gone(timeout: float = 10.0) -> None:
+    """Wait until PostgreSQL has ended the worker's kept sessions, so the test database can be dropped."""
+    from django.db import connection
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'supportdesk-worker'")
+            if cursor.fetchone()[0] == 0:
+                return
+        time.sleep(0.1)
 
 
 def wait_for_turn(turn_id: int, timeout: float = 30.0) -> Any:
