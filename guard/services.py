@@ -27,7 +27,7 @@ def guard_check_record(
         "replaced_with": replaced_with,
         "verdict": verdict.model_dump(mode="json"),
     }
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         if turn_id is None:
             return GuardCheck.objects.create(kind=verdict.kind, **fields)
         check, _ = GuardCheck.objects.update_or_create(turn_id=turn_id, kind=verdict.kind, defaults=fields)

@@ -18,7 +18,8 @@ Reported:
   (openai client -> event row -> Redis group -> consumer -> websocket);
 - dropped and duplicated events: each client's received sequence numbers against
   the events stored for its conversation.
-The client is a websocket client in this process, standing in for the browser.
+The client is a websocket client in this process, standing in for the browser;
+the scripted LLM runs in a process of its own.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import os
 import socket
 import subprocess
@@ -57,7 +59,45 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_stack(stub: ScriptedLLM, log_dir: Path) -> tuple[list[subprocess.Popen], str]:
+class StubProcess:
+    """The scripted LLM in a process of its own, as a real LLM endpoint would be: it must not
+    share this process's interpreter lock with the clients whose receive times are measured.
+    (CLOCK_MONOTONIC is system-wide, so its timestamps compare with this process's.)"""
+
+    def __init__(self, answer_text: str) -> None:
+        context = multiprocessing.get_context("fork")
+        self._conn, child = context.Pipe()
+        self._proc = context.Process(target=_stub_serve, args=(child, answer_text), daemon=True)
+        self._proc.start()
+        self.base_url: str = self._conn.recv()
+
+    def first_chunks(self) -> dict[str, float]:
+        """The last user message of each streamed completion -> when its first chunk was written."""
+        self._conn.send("first_chunks")
+        return self._conn.recv()
+
+    def stop(self) -> None:
+        self._conn.send("stop")
+        self._proc.join(10)
+
+
+def _stub_serve(conn: Any, answer_text: str) -> None:
+    stub = ScriptedLLM()
+    stub.answer_text = answer_text
+    stub.start()
+    conn.send(stub.base_url)
+    while (command := conn.recv()) != "stop":
+        if command == "first_chunks":
+            first_chunk = {}
+            for recorded in list(stub.requests):
+                if recorded.path.endswith("/chat/completions") and recorded.body.get("stream") and recorded.first_chunk_at:
+                    user = [m for m in recorded.body["messages"] if m.get("role") == "user"][-1]["content"]
+                    first_chunk[user] = recorded.first_chunk_at
+            conn.send(first_chunk)
+    stub.stop()
+
+
+def start_stack(stub: StubProcess, log_dir: Path) -> tuple[list[subprocess.Popen], str]:
     env = {**os.environ, "LLM_BASE_URL": stub.base_url, "RATE_LIMIT_IP_PER_MINUTE": "0",
            "RATE_LIMIT_CONVERSATION_PER_MINUTE": "0", "LOG_LEVEL": "WARNING"}
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -144,15 +184,11 @@ async def wave(base: str, tag: str, count: int) -> list[dict[str, Any]]:
         return await asyncio.gather(*tasks)
 
 
-def measure(results: list[dict[str, Any]], stub: ScriptedLLM) -> dict[str, Any]:
-    first_chunk = {}
-    for recorded in stub.requests:
-        if recorded.path.endswith("/chat/completions") and recorded.body.get("stream") and recorded.first_chunk_at:
-            user = [m for m in recorded.body["messages"] if m.get("role") == "user"][-1]["content"]
-            first_chunk[user] = recorded.first_chunk_at
+def measure(results: list[dict[str, Any]], stub: StubProcess) -> dict[str, Any]:
+    first_chunk = stub.first_chunks()
     overheads, ttft_gaps, hops = [], [], []
     ttft_worker, ttft_delivery = [], []  # the TTFT gap split at the stored token event
-    wall_offset = time.time() - time.monotonic()  # the stub runs in this process: same clocks
+    wall_offset = time.time() - time.monotonic()  # CLOCK_MONOTONIC is system-wide: the stub's compare
     stage_ms: dict[str, list[float]] = {}
     gaps: dict[str, list[float]] = {}
     dropped = duplicated = wrong_text = 0
@@ -213,9 +249,7 @@ def main() -> int:
     parser.add_argument("--concurrent", type=int, default=50)
     parser.add_argument("--flood", type=int, default=200)
     args = parser.parse_args()
-    stub = ScriptedLLM()
-    stub.start()
-    stub.answer_text = ANSWER
+    stub = StubProcess(ANSWER)
     procs, base = start_stack(stub, ROOT / ".data" / "bench" / "turns")
     try:
         asyncio.run(wave(base, "warmup", 3))

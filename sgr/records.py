@@ -28,7 +28,7 @@ def plan_record_planner_save(
     clarify_parent_id: int | None = None,
 ) -> PlanRecord:
     """Store the planner's output before anything else happens, so a retried task reuses it."""
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         record, _ = PlanRecord.objects.update_or_create(
             turn_id=turn_id,
             defaults={
@@ -61,7 +61,7 @@ def plan_record_outputs_save(*, record: PlanRecord, decision: RoutingDecision, o
     record.action_overridden = decision.overridden
     record.routing_rule = decision.rule
     _outputs_set(record, outputs)
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         record.save()
     return record
 
@@ -80,7 +80,7 @@ def plan_record_save(
     For the guard stage: call it with the outputs of :func:`sgr.render.guardian_block_render`.
     Idempotent per turn.
     """
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         record, _ = PlanRecord.objects.get_or_create(
             turn_id=turn_id,
             defaults={
@@ -117,7 +117,7 @@ def plan_record_answer_save(*, turn_id: int, prompt_tokens: int | None, searched
             "plan_answer_rouge_l": record.plan_answer_rouge_l,
         },
     }
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         record.save(
             update_fields=["answer_prompt_tokens", "subquery_coverage", "plan_answer_rouge_l", "metadata", "updated_at"]
         )

@@ -2,22 +2,43 @@
 
 Every event a customer can see goes through :func:`turn_event_emit`, so a widget
 that reconnects can replay exactly what it missed from the database.
+
+Pushing is asynchronous but ordered: each process sends its events to the
+channel layer from one queue, in the order they were committed, without making
+the stage wait on Redis. Before a turn moves to another process (a stage task
+ends, a turn is enqueued) :func:`turn_events_flush` waits until everything
+queued is sent, so events of one conversation reach the consumer in ``seq``
+order across processes too (the consumer drops a frame older than one it sent).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import os
 import threading
 from typing import Any
 
 from channels.layers import get_channel_layer
 from django.db import connection, transaction
+from django.utils import timezone
 
 from supportdesk.models import Conversation, Turn, TurnEvent
 
+logger = logging.getLogger(__name__)
 
 BROADCAST_TIMEOUT = 10.0  # seconds; a stuck Redis must not hang a stage forever
+
+# One statement: the UPDATE takes the row lock that serializes emitters of one conversation
+# (so seqs are distinct and gap-free) and allocates the seq; the INSERT stores the event.
+_EMIT_SQL = (
+    f"WITH next AS (UPDATE {Conversation._meta.db_table} SET last_event_seq = last_event_seq + 1 "
+    "WHERE id = %s RETURNING last_event_seq, public_id) "
+    f"INSERT INTO {TurnEvent._meta.db_table} (conversation_id, turn_id, seq, type, payload, created_at) "
+    "SELECT %s, %s, next.last_event_seq, %s, %s::jsonb, %s FROM next "
+    "RETURNING id, seq, (SELECT public_id FROM next)"
+)
 
 
 def conversation_group(public_id: Any) -> str:
@@ -27,51 +48,95 @@ def conversation_group(public_id: Any) -> str:
 
 def turn_event_emit(*, turn: Turn, type: str, payload: dict[str, Any] | None = None) -> TurnEvent:
     """Store one event with the next sequence number and broadcast it after commit."""
-    with transaction.atomic():
-        # One UPDATE ... RETURNING: it takes the row lock that serializes emitters of one
-        # conversation (so seqs are distinct and gap-free) and allocates the seq in one round trip.
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"UPDATE {Conversation._meta.db_table} SET last_event_seq = last_event_seq + 1 "
-                "WHERE id = %s RETURNING last_event_seq, public_id",
-                [turn.conversation_id],
-            )
-            seq, public_id = cursor.fetchone()
-        event = TurnEvent.objects.create(
-            conversation_id=turn.conversation_id, turn=turn, seq=seq, type=type, payload=payload or {}
+    payload = payload or {}
+    created_at = timezone.now()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _EMIT_SQL,
+            [turn.conversation_id, turn.conversation_id, turn.pk, type, json.dumps(payload), created_at],
         )
-        frame = event.as_frame()
-        transaction.on_commit(lambda: _broadcast(public_id, frame))
+        row = cursor.fetchone()
+    if row is None:
+        raise Conversation.DoesNotExist(f"conversation {turn.conversation_id} of turn {turn.pk} is gone")
+    event_id, seq, public_id = row
+    event = TurnEvent(
+        id=event_id, conversation_id=turn.conversation_id, turn=turn, seq=seq, type=type, payload=payload,
+        created_at=created_at,
+    )
+    event._state.adding = False
+    event._state.db = connection.alias
+    frame = event.as_frame()
+    transaction.on_commit(lambda: _broadcaster().send(conversation_group(public_id), frame))
     return event
 
 
-_loop: asyncio.AbstractEventLoop | None = None
-_loop_pid: int | None = None
-_loop_lock = threading.Lock()
+def turn_events_flush(timeout: float = BROADCAST_TIMEOUT) -> bool:
+    """Wait until this process has sent every committed event; False if that took too long."""
+    broadcaster = _current
+    return broadcaster is None or broadcaster.pid != os.getpid() or broadcaster.flush(timeout)
 
 
-def _broadcast_loop() -> asyncio.AbstractEventLoop:
-    """One event loop per process for broadcasts, so the channel layer's Redis connection is reused.
+class _Broadcaster:
+    """An event loop thread that sends queued frames to the channel layer one at a time, in order.
 
-    (``async_to_sync`` would run each send on a fresh loop, and channels-redis opens a
-    connection per loop.) Recreated after a fork: Celery's prefork children get their own.
+    One per process (recreated after a fork: Celery's prefork children get their own),
+    so the channel layer's Redis connection is reused (``async_to_sync`` would open one
+    per call).
     """
-    global _loop, _loop_pid
-    with _loop_lock:
-        if _loop is None or _loop_pid != os.getpid() or _loop.is_closed():
-            _loop = asyncio.new_event_loop()
-            _loop_pid = os.getpid()
-            threading.Thread(target=_loop.run_forever, name="turn-event-broadcast", daemon=True).start()
-        return _loop
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.loop = asyncio.new_event_loop()
+        self._queue: asyncio.Queue[tuple[str, dict[str, Any]]] | None = None
+        self._pending = 0
+        self._idle = threading.Condition()
+        ready = threading.Event()
+        threading.Thread(target=self._run, args=(ready,), name="turn-event-broadcast", daemon=True).start()
+        ready.wait()
+
+    def _run(self, ready: threading.Event) -> None:
+        asyncio.set_event_loop(self.loop)
+        self._queue = asyncio.Queue()
+        self.loop.create_task(self._send_all())
+        ready.set()
+        self.loop.run_forever()
+
+    def send(self, group: str, frame: dict[str, Any]) -> None:
+        with self._idle:
+            self._pending += 1
+        self.loop.call_soon_threadsafe(self._queue.put_nowait, (group, frame))  # type: ignore[union-attr]
+
+    def flush(self, timeout: float) -> bool:
+        with self._idle:
+            return self._idle.wait_for(lambda: self._pending == 0, timeout)
+
+    async def _send_all(self) -> None:
+        assert self._queue is not None
+        while True:
+            group, frame = await self._queue.get()
+            try:
+                layer = get_channel_layer()
+                if layer is not None:  # no channel layer configured: events are still stored
+                    message = {"type": "turn.event", "frame": frame}
+                    await asyncio.wait_for(layer.group_send(group, message), BROADCAST_TIMEOUT)
+            except Exception:  # stored all the same: a client gets it on its next (re)connect
+                logger.exception("could not push event seq %s to %s", frame.get("seq"), group)
+            finally:
+                with self._idle:
+                    self._pending -= 1
+                    self._idle.notify_all()
 
 
-def _broadcast(public_id: Any, frame: dict[str, Any]) -> None:
-    layer = get_channel_layer()
-    if layer is None:  # no channel layer configured: events are still stored
-        return
-    send = layer.group_send(conversation_group(public_id), {"type": "turn.event", "frame": frame})
-    # Waiting keeps the order of a turn's events on the wire; the event is stored either way.
-    asyncio.run_coroutine_threadsafe(send, _broadcast_loop()).result(timeout=BROADCAST_TIMEOUT)
+_current: _Broadcaster | None = None
+_lock = threading.Lock()
+
+
+def _broadcaster() -> _Broadcaster:
+    global _current
+    with _lock:
+        if _current is None or _current.pid != os.getpid() or _current.loop.is_closed():
+            _current = _Broadcaster()
+        return _current
 
 
 def conversation_events_after(*, conversation: Conversation, after_seq: int) -> list[TurnEvent]:

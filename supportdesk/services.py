@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 
 from sgr.strings import supported_language, ui_string
-from supportdesk.events import turn_event_emit
+from supportdesk.events import turn_event_emit, turn_events_flush
 from supportdesk.models import Conversation, Message, Turn, new_access_token, token_hash
 from supportdesk.ratelimit import rate_limit_exceeded
 from supportdesk.turnlog import stage_diagnostics_flush
@@ -89,12 +90,13 @@ def message_receive(*, conversation: Conversation, text: object, client_ip: str 
 def _enqueue_turn(turn_id: int) -> None:
     from supportdesk.tasks import turn_pipeline  # tasks import services; avoid the cycle
 
+    turn_events_flush()  # the "queued" event reaches the customer before any event of the worker's
     turn_pipeline(turn_id).apply_async()
 
 
 def turn_status_set(*, turn: Turn, status: str) -> None:
     """Move a turn to ``status`` and tell the customer."""
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         turn.status = status
         turn.save(update_fields=["status", "updated_at"])
         turn_event_emit(turn=turn, type="status", payload={"status": status})
@@ -109,7 +111,7 @@ def turn_fail(*, turn: Turn, stage: str, code: str, detail: str = "", message_ke
     if message_key is None:
         message_key = "error_llm_unavailable" if code == "llm_unavailable" else "error_internal"
     stage_diagnostics_flush()
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         turn.status = Turn.Status.FAILED
         turn.error_code = code
         turn.error_detail = detail[:2000]
@@ -125,22 +127,26 @@ def turn_fail(*, turn: Turn, stage: str, code: str, detail: str = "", message_ke
 def turn_finish(*, turn: Turn, status: str) -> None:
     """Close a turn with a terminal status and the final ``done`` event."""
     stage_diagnostics_flush()
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         turn.status = status
         turn.save(update_fields=["status", "updated_at"])
         turn_event_emit(turn=turn, type="done", payload={"status": status})
 
 
 def turn_diagnostics_merge(*, turn_id: int, path: tuple[str, ...], value: object) -> None:
-    """Set ``diagnostics[path...] = value`` on a turn under a row lock (stages write different keys)."""
-    with transaction.atomic():
-        turn = Turn.objects.select_for_update().only("diagnostics").filter(pk=turn_id).first()
-        if turn is None:
-            return
-        data = dict(turn.diagnostics or {})
-        node = data
-        for key in path[:-1]:
-            node[key] = dict(node.get(key) or {})
-            node = node[key]
-        node[path[-1]] = value
-        Turn.objects.filter(pk=turn_id).update(diagnostics=data)
+    """Set ``diagnostics[path...] = value`` on a turn in one UPDATE (stages write different keys;
+    the row lock orders concurrent writers, and each keeps the others' keys)."""
+    expression, params = _diagnostics_merged(path, 0, value)
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {Turn._meta.db_table} SET diagnostics = {expression} WHERE id = %s", [*params, turn_id])
+
+
+def _diagnostics_merged(path: tuple[str, ...], depth: int, value: object) -> tuple[str, list[object]]:
+    """SQL for the diagnostics object at ``path[:depth]`` with ``value`` set below it."""
+    if depth == len(path):
+        return "%s::jsonb", [json.dumps(value)]
+    inner, inner_params = _diagnostics_merged(path, depth + 1, value)
+    node = "(diagnostics #> %s::text[])"
+    sql = f"(CASE WHEN jsonb_typeof({node}) = 'object' THEN {node} ELSE '{{}}'::jsonb END || jsonb_build_object(%s::text, {inner}))"
+    here = list(path[:depth])
+    return sql, [here, here, path[depth], *inner_params]

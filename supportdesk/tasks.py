@@ -15,6 +15,7 @@ import openai
 from celery import Task, chain, shared_task
 from django.conf import settings
 
+from supportdesk.events import turn_events_flush
 from supportdesk.llm import LLMStreamInterrupted
 from supportdesk.selectors import turn_get_for_stage
 from supportdesk.services import turn_fail
@@ -35,6 +36,14 @@ STAGE_TASK_OPTIONS = {"bind": True, "acks_late": True, "reject_on_worker_lost": 
 
 
 def stage_execute(task: Task, turn_id: int, stage: str, run: Callable[..., None]) -> None:
+    try:
+        stage_run_guarded(task, turn_id, stage, run)
+    finally:
+        # The next stage may run in another process: this one's events go out first.
+        turn_events_flush()
+
+
+def stage_run_guarded(task: Task, turn_id: int, stage: str, run: Callable[..., None]) -> None:
     turn = turn_get_for_stage(turn_id=turn_id)
     if turn is None:
         logger.warning("turn %s not found for stage %s; nothing to do", turn_id, stage)

@@ -15,7 +15,7 @@ from supportdesk.answer.agent import AgentOutcome, agent_run
 from supportdesk.answer.batching import TokenBatcher
 from supportdesk.answer.final import FinalAnswer, final_answer_build
 from supportdesk.answer.markdown import answer_html
-from supportdesk.events import turn_event_emit
+from supportdesk.events import turn_event_emit, turn_events_flush
 from supportdesk.llm import llm_client
 from supportdesk.models import Message, Turn, TurnEvent
 from supportdesk.selectors import context_history, turn_synthetic
@@ -72,10 +72,7 @@ def answer_stage_run(*, turn: Turn) -> None:
     language = turn.conversation.language
     with stage_logged(turn.pk, "answer") as log:
         answer_restart_clear(turn=turn)
-        tokens = TokenBatcher(
-            lambda text: turn_event_emit(turn=turn, type="token", payload={"text": text}),
-            settings.ANSWER_TOKEN_BATCH_MS,
-        )
+        tokens = TokenBatcher(lambda text: token_emit(turn=turn, text=text), settings.ANSWER_TOKEN_BATCH_MS)
         try:
             outcome = agent_run(
                 client=llm_client(), messages=answer_messages(turn=turn), turn_id=turn.pk, language=language,
@@ -99,6 +96,15 @@ def answer_stage_run(*, turn: Turn) -> None:
             turn_id=turn.pk, prompt_tokens=outcome.prompt_tokens or None,
             searched_queries=[s.query for s in outcome.searches], answer_text=text,
         )
+
+
+def token_emit(*, turn: Turn, text: str) -> None:
+    """One ``token`` event; the first is pushed before the stream is read on (time to first token)."""
+    first = not getattr(turn, "_token_emitted", False)
+    turn_event_emit(turn=turn, type="token", payload={"text": text})
+    if first:
+        turn._token_emitted = True  # type: ignore[attr-defined]
+        turn_events_flush()
 
 
 def answer_restart_clear(*, turn: Turn) -> None:

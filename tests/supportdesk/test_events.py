@@ -1,0 +1,89 @@
+"""Turn events: stored in one statement, pushed in order without blocking, flushed before a hand-off."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+from channels.layers import get_channel_layer
+
+from supportdesk.events import turn_event_emit, turn_events_flush
+from supportdesk.models import Turn, TurnEvent
+from supportdesk.services import conversation_create, message_receive, turn_diagnostics_merge
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def slow_layer(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """The channel layer's group_send, slowed down and recorded (group, seq) in the order sent."""
+    sent: list[tuple[str, int]] = []
+    layer = get_channel_layer()
+
+    async def group_send(group: str, message: dict[str, Any]) -> None:
+        await asyncio.sleep(0.05)
+        sent.append((group, message["frame"]["seq"]))
+
+    monkeypatch.setattr(layer, "group_send", group_send)
+    return sent
+
+
+def test_events_are_stored_with_gap_free_seqs_and_pushed_in_that_order(no_enqueue, slow_layer):
+    turn = message_receive(conversation=conversation_create().conversation, text="hello")
+    emitted = [turn_event_emit(turn=turn, type="token", payload={"text": f"t{i}"}) for i in range(5)]
+    # Emitting did not wait for the (slow) pushes ...
+    assert len(slow_layer) < 6
+    assert turn_events_flush(timeout=5)
+    # ... and every event went out once, in seq order.
+    assert [seq for _, seq in slow_layer] == [1, 2, 3, 4, 5, 6]
+    stored = list(TurnEvent.objects.filter(turn=turn).order_by("seq").values_list("seq", "type", "payload"))
+    assert stored[0][:2] == (1, "status")
+    assert stored[1:] == [(e.seq, "token", {"text": f"t{i}"}) for i, e in enumerate(emitted)]
+    assert [e.seq for e in emitted] == [2, 3, 4, 5, 6]
+    assert emitted[0].pk == TurnEvent.objects.get(turn=turn, seq=2).pk
+
+
+def test_a_turn_is_enqueued_only_after_its_queued_event_went_out(monkeypatch, slow_layer):
+    # Otherwise the worker's first event could overtake it, and the consumer drops older seqs.
+    pushed_at_enqueue: list[int] = []
+
+    class Pipeline:
+        def apply_async(self) -> None:
+            pushed_at_enqueue.append(len(slow_layer))
+
+    monkeypatch.setattr("supportdesk.tasks.turn_pipeline", lambda turn_id: Pipeline())
+    message_receive(conversation=conversation_create().conversation, text="hello")
+    assert pushed_at_enqueue == [1]
+
+
+def test_a_failing_push_loses_no_event_and_does_not_fail_the_stage(no_enqueue, monkeypatch, caplog):
+    layer = get_channel_layer()
+
+    async def broken(group: str, message: dict[str, Any]) -> None:
+        raise ConnectionError("redis is down")
+
+    monkeypatch.setattr(layer, "group_send", broken)
+    turn = message_receive(conversation=conversation_create().conversation, text="hello")
+    with caplog.at_level(logging.ERROR, logger="supportdesk.events"):
+        event = turn_event_emit(turn=turn, type="status", payload={"status": "planning"})
+        assert turn_events_flush(timeout=5)
+    assert TurnEvent.objects.filter(pk=event.pk, seq=2).exists()  # a reconnecting client replays it
+    assert "could not push event seq 2" in caplog.text
+
+
+def test_diagnostics_merge_keeps_what_other_stages_wrote(no_enqueue):
+    turn = message_receive(conversation=conversation_create().conversation, text="hello")
+    turn_diagnostics_merge(turn_id=turn.pk, path=("stages", "guard"), value={"latency_ms": 1.5})
+    turn_diagnostics_merge(turn_id=turn.pk, path=("stages", "sgr"), value={"latency_ms": 2.5})
+    turn_diagnostics_merge(turn_id=turn.pk, path=("answer",), value={"iterations": 1})
+    turn_diagnostics_merge(turn_id=turn.pk, path=("stages", "guard"), value={"latency_ms": 3.0})
+    assert Turn.objects.get(pk=turn.pk).diagnostics == {
+        "stages": {"guard": {"latency_ms": 3.0}, "sgr": {"latency_ms": 2.5}},
+        "answer": {"iterations": 1},
+    }
+    Turn.objects.filter(pk=turn.pk).update(diagnostics={"stages": "garbage"})
+    turn_diagnostics_merge(turn_id=turn.pk, path=("stages", "answer"), value={"latency_ms": 4.0})
+    assert Turn.objects.get(pk=turn.pk).diagnostics == {"stages": {"answer": {"latency_ms": 4.0}}}
+    turn_diagnostics_merge(turn_id=10**9, path=("answer",), value={})  # an unknown turn: nothing happens
