@@ -8,6 +8,8 @@ and a forced tool call enforces nothing at all.
 
 from __future__ import annotations
 
+import copy
+import functools
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
@@ -116,7 +118,15 @@ class Plan(BaseModel):
 
 
 def plan_json_schema() -> dict[str, Any]:
-    """The JSON schema of :class:`Plan` as sent to the model (tool parameters or response format)."""
+    """The JSON schema of :class:`Plan` as sent to the model (tool parameters or response format).
+
+    Generated once per process (pydantic takes ~1 ms per call); each caller gets its own copy.
+    """
+    return copy.deepcopy(_plan_json_schema())
+
+
+@functools.cache
+def _plan_json_schema() -> dict[str, Any]:
     return Plan.model_json_schema()
 
 

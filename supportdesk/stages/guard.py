@@ -28,11 +28,14 @@ def guard_stage_run(*, turn: Turn) -> None:
         if turn.status == Turn.Status.QUEUED:
             turn_status_set(turn=turn, status=Turn.Status.GUARDING)
         verdict = message_screen(text=turn.user_message.text, language=language)
+        log.outcome = verdict.status
         with transaction.atomic():
             turn.guard_result = verdict.model_dump(mode="json")
             turn.save(update_fields=["guard_result", "updated_at"])
             guard_check_record(turn_id=turn.pk, verdict=verdict)
-        log.outcome = verdict.status
+            if verdict.status not in ("blocked", "failed_closed"):
+                turn_status_set(turn=turn, status=Turn.Status.PLANNING)  # passed: on to planning
+                return
         if verdict.status == "blocked":
             # DT-001: stop before SGR; the model never sees the message.
             outputs = guardian_block_render(verdict=verdict, language=language)
@@ -54,8 +57,6 @@ def guard_stage_run(*, turn: Turn) -> None:
                 turn.save(update_fields=["ui_response", "updated_at"])
                 turn_fail(turn=turn, stage="guard", code="guard_unavailable", detail=verdict.error,
                           message_key="guard_unavailable")
-            return
-        turn_status_set(turn=turn, status=Turn.Status.PLANNING)
 
 
 def answer_moderate(*, turn: Turn, text: str) -> str:
