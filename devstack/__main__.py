@@ -92,7 +92,8 @@ def run() -> int:
         web = group.start(
             "web",
             [sys.executable, "-m", "uvicorn", "supportdesk.asgi:application", "--host",
-             env.get("SD_WEB_HOST", "127.0.0.1"), "--port", str(web_port), "--ws", "websockets"],
+             env.get("SD_WEB_HOST", "127.0.0.1"), "--port", str(web_port), "--ws", "websockets",
+             "--workers", env.get("SD_WEB_WORKERS", "2")],
             env=env,
             cwd=ROOT,
         )
