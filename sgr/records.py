@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from guard.verdict import Verdict
 from sgr.consistency import rouge_l, subquery_coverage
@@ -28,30 +28,31 @@ def plan_record_planner_save(
     clarify_parent_id: int | None = None,
 ) -> PlanRecord:
     """Store the planner's output before anything else happens, so a retried task reuses it."""
-    with transaction.atomic(savepoint=False):
-        record, _ = PlanRecord.objects.update_or_create(
-            turn_id=turn_id,
-            defaults={
-                "conversation_id": conversation_id,
-                "language": context.language,
-                "injection_mode": injection_mode,
-                "plan": outcome.plan.model_dump(),
-                "plan_status": outcome.status,
-                "transport": outcome.transport,
-                "tool_choice": outcome.tool_choice,
-                "raw_arguments": outcome.raw_arguments,
-                "repair_raw_arguments": outcome.repair_raw_arguments,
-                "parse_errors": outcome.errors,
-                "planner_calls": outcome.calls,
-                "prompt_tokens": outcome.prompt_tokens,
-                "completion_tokens": outcome.completion_tokens,
-                "latency_ms": outcome.latency_ms,
-                "guardian": context.verdict.model_dump(),
-                "kb_relevance": context.kb_relevance,
-                "clarify_parent_id": clarify_parent_id,
-            },
-        )
-    return record
+    fields = {
+        "conversation_id": conversation_id,
+        "language": context.language,
+        "injection_mode": injection_mode,
+        "plan": outcome.plan.model_dump(),
+        "plan_status": outcome.status,
+        "transport": outcome.transport,
+        "tool_choice": outcome.tool_choice,
+        "raw_arguments": outcome.raw_arguments,
+        "repair_raw_arguments": outcome.repair_raw_arguments,
+        "parse_errors": outcome.errors,
+        "planner_calls": outcome.calls,
+        "prompt_tokens": outcome.prompt_tokens,
+        "completion_tokens": outcome.completion_tokens,
+        "latency_ms": outcome.latency_ms,
+        "guardian": context.verdict.model_dump(),
+        "kb_relevance": context.kb_relevance,
+        "clarify_parent_id": clarify_parent_id,
+    }
+    try:
+        with transaction.atomic():  # the usual case, one INSERT: the turn has no record yet
+            return PlanRecord.objects.create(turn_id=turn_id, **fields)
+    except IntegrityError:  # a record without a plan (a rerun of a stage that failed before planning)
+        record, _ = PlanRecord.objects.update_or_create(turn_id=turn_id, defaults=fields)
+        return record
 
 
 def plan_record_outputs_save(*, record: PlanRecord, decision: RoutingDecision, outputs: RenderedOutputs) -> PlanRecord:
@@ -98,9 +99,10 @@ def plan_record_save(
     return record
 
 
-def plan_record_answer_save(*, turn_id: int, prompt_tokens: int | None, searched_queries: list[str], answer_text: str) -> None:
-    """Record the answer stage's prompt tokens and the plan-to-answer consistency of a turn."""
-    record = plan_record_get(turn_id=turn_id)
+def plan_record_answer_save(
+    *, record: PlanRecord | None, prompt_tokens: int | None, searched_queries: list[str], answer_text: str
+) -> None:
+    """Record the answer stage's prompt tokens and the plan-to-answer consistency on the turn's record."""
     if record is None or not record.plan:
         return
     planned = list(record.plan.get("subqueries") or [])

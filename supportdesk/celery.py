@@ -47,7 +47,10 @@ def worker_db_connections_persist(**kwargs: Any) -> None:
 @signals.worker_process_shutdown.connect
 @signals.worker_shutdown.connect
 def worker_db_connections_close(**kwargs: Any) -> None:
-    """Close kept connections on the way out, so PostgreSQL ends their sessions at once."""
+    """Send the events still queued, and close kept connections so PostgreSQL ends their sessions at once."""
     from django.db import connections
 
+    from supportdesk.events import turn_events_flush
+
+    turn_events_flush()
     connections.close_all()

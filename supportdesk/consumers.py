@@ -94,7 +94,18 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         return str(client[0]) if client else None
 
     async def turn_event(self, message: dict[str, Any]) -> None:
-        await self._send_frame(message["frame"])
+        frame = message["frame"]
+        if frame["seq"] > self.last_sent_seq + 1:
+            # A push was lost (a Redis hiccup, a full channel) or overtaken by a later one from
+            # another process. Seqs are gap-free and every earlier one is already committed when
+            # this one is, so fill the gap from the store: the customer never misses an event.
+            missed = await db_call(conversation_events_after)(
+                conversation=self.conversation, after_seq=self.last_sent_seq
+            )
+            for event in missed:
+                if event.seq < frame["seq"]:
+                    await self._send_frame(event.as_frame())
+        await self._send_frame(frame)
 
     async def _send_frame(self, frame: dict[str, Any]) -> None:
         if frame["seq"] <= self.last_sent_seq:

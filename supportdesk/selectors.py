@@ -31,12 +31,16 @@ def turn_previous(*, turn: Turn) -> Turn | None:
     )
 
 
-def turn_synthetic(turn: Turn) -> str:
-    """A finished turn's context synthetic message (its PlanRecord's, else the stage output on the turn)."""
-    try:
-        record = turn.plan_record
-    except ObjectDoesNotExist:
-        record = None
+def turn_synthetic(turn: Turn, record: Any = None) -> str:
+    """A finished turn's context synthetic message (its PlanRecord's, else the stage output on the turn).
+
+    ``record``: the turn's PlanRecord when the caller has it already (else it is loaded).
+    """
+    if record is None:
+        try:
+            record = turn.plan_record
+        except ObjectDoesNotExist:
+            record = None
     if record is not None and record.context_synthetic:
         return record.context_synthetic
     return str((turn.plan_result or {}).get("context_synthetic") or "")

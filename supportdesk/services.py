@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from sgr.strings import supported_language, ui_string
-from supportdesk.events import turn_event_emit, turn_events_flush
+from supportdesk.events import turn_event_emit
 from supportdesk.models import Conversation, Message, Turn, new_access_token, token_hash
 from supportdesk.ratelimit import rate_limit_exceeded
 from supportdesk.turnlog import stage_diagnostics_flush
@@ -90,7 +90,6 @@ def message_receive(*, conversation: Conversation, text: object, client_ip: str 
 def _enqueue_turn(turn_id: int) -> None:
     from supportdesk.tasks import turn_pipeline  # tasks import services; avoid the cycle
 
-    turn_events_flush()  # the "queued" event reaches the customer before any event of the worker's
     turn_pipeline(turn_id).apply_async()
 
 

@@ -36,20 +36,21 @@ STAGE_TASK_OPTIONS = {"bind": True, "acks_late": True, "reject_on_worker_lost": 
 
 
 def stage_execute(task: Task, turn_id: int, stage: str, run: Callable[..., None]) -> None:
-    try:
-        stage_run_guarded(task, turn_id, stage, run)
-    finally:
-        # The next stage may run in another process: this one's events go out first.
+    ended = stage_run_guarded(task, turn_id, stage, run)
+    if ended:
+        # No later event would reveal a lost push of the last ones: send them before moving on.
+        # (Between stages the consumer fills any gap from the store, so nothing waits there.)
         turn_events_flush()
 
 
-def stage_run_guarded(task: Task, turn_id: int, stage: str, run: Callable[..., None]) -> None:
+def stage_run_guarded(task: Task, turn_id: int, stage: str, run: Callable[..., None]) -> bool:
+    """Run one stage; True when the turn has ended (in this stage or before)."""
     turn = turn_get_for_stage(turn_id=turn_id)
     if turn is None:
         logger.warning("turn %s not found for stage %s; nothing to do", turn_id, stage)
-        return
+        return True
     if turn.is_finished:
-        return
+        return True
     try:
         run(turn=turn)
     except TRANSIENT_ERRORS as exc:
@@ -64,6 +65,7 @@ def stage_run_guarded(task: Task, turn_id: int, stage: str, run: Callable[..., N
         turn.refresh_from_db()
         if not turn.is_finished:
             turn_fail(turn=turn, stage=stage, code="internal_error", detail=f"{type(exc).__name__}: {exc}")
+    return turn.is_finished
 
 
 @shared_task(name="supportdesk.turn.guard", **STAGE_TASK_OPTIONS)

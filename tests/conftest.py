@@ -49,6 +49,20 @@ def _db_pools_closed(django_db_setup: None, django_db_blocker: Any) -> Iterator[
             each.close_pool()
 
 
+@pytest.fixture
+def seeded_content(django_db_blocker: Any) -> None:
+    """The content the migrations seed (templates, planning prompt, UI strings, guard rules),
+    put back if an earlier transactional test's flush removed it."""
+    from importlib import import_module
+
+    from django.apps import apps
+
+    with django_db_blocker.unblock():
+        import_module("sgr.migrations.0002_default_content").load(apps, None)
+        import_module("sgr.migrations.0003_text_versions").backfill(apps, None)
+        import_module("guard.migrations.0002_seed_rules").seed(apps, None)
+
+
 @pytest.fixture(scope="session")
 def llm_server() -> Iterator[ScriptedLLM]:
     server = ScriptedLLM()

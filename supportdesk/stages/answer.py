@@ -52,17 +52,17 @@ def plan_injection(*, turn: Turn, record: PlanRecord | None) -> list[dict[str, A
             },
             {"role": "tool", "tool_call_id": call_id, "content": result},
         ]
-    synthetic = turn_synthetic(turn)
+    synthetic = turn_synthetic(turn, record)
     return [{"role": "assistant", "content": synthetic}] if synthetic else []
 
 
-def answer_messages(*, turn: Turn) -> list[dict[str, Any]]:
+def answer_messages(*, turn: Turn, record: PlanRecord | None) -> list[dict[str, Any]]:
     """System prompt, history (synthetic messages and answers only), the message, this turn's plan."""
     return [
         {"role": "system", "content": ANSWER_SYSTEM_PROMPT},
         *context_history(turn=turn),
         {"role": "user", "content": turn.user_message.text},
-        *plan_injection(turn=turn, record=plan_record_get(turn_id=turn.pk)),
+        *plan_injection(turn=turn, record=record),
     ]
 
 
@@ -73,10 +73,11 @@ def answer_stage_run(*, turn: Turn) -> None:
     with stage_logged(turn.pk, "answer") as log:
         answer_restart_clear(turn=turn)
         tokens = TokenBatcher(lambda text: token_emit(turn=turn, text=text), settings.ANSWER_TOKEN_BATCH_MS)
+        record = plan_record_get(turn_id=turn.pk)
         try:
             outcome = agent_run(
-                client=llm_client(), messages=answer_messages(turn=turn), turn_id=turn.pk, language=language,
-                on_token=tokens, synthetic=turn_synthetic(turn),
+                client=llm_client(), messages=answer_messages(turn=turn, record=record), turn_id=turn.pk,
+                language=language, on_token=tokens, synthetic=turn_synthetic(turn, record),
             )
         finally:
             tokens.flush()  # what reached us is shown, even from a stream that broke
@@ -93,7 +94,7 @@ def answer_stage_run(*, turn: Turn) -> None:
         answer_save(turn=turn, final=final, diagnostics=agent_diagnostics(outcome))
         # The injection-mode A/B measures; the answer is already saved whatever happens here.
         plan_record_answer_save(
-            turn_id=turn.pk, prompt_tokens=outcome.prompt_tokens or None,
+            record=record, prompt_tokens=outcome.prompt_tokens or None,
             searched_queries=[s.query for s in outcome.searches], answer_text=text,
         )
 

@@ -99,8 +99,9 @@ def _shot(page: Any, tmp_path: Path, name: str) -> Path:
     return path
 
 
-def test_inspector_template_editor_and_dashboard_in_chromium(page: Any, live_server: Any, tmp_path: Path,
-                                                              stub_embedder: Any, write_files: Any) -> None:
+def test_inspector_template_editor_and_dashboard_in_chromium(seeded_content: None, page: Any, live_server: Any,
+                                                              tmp_path: Path, stub_embedder: Any,
+                                                              write_files: Any) -> None:
     kb_ingest_paths(paths=[str(write_files({
         "invoices.md": "# Invoices\n\n## Correcting an invoice\n\nOpen Billing > Invoices, choose the month and "
                        "press Request correction. Corrections are issued within two business days.",

@@ -1,4 +1,4 @@
-"""Turn events: stored in one statement, pushed in order without blocking, flushed before a hand-off."""
+"""Turn events: stored in one statement, pushed in order without blocking; a lost or late push never costs the customer an event."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import logging
 from typing import Any
 
 import pytest
+from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
 from supportdesk.events import turn_event_emit, turn_events_flush
@@ -45,17 +46,59 @@ def test_events_are_stored_with_gap_free_seqs_and_pushed_in_that_order(no_enqueu
     assert emitted[0].pk == TurnEvent.objects.get(turn=turn, seq=2).pk
 
 
-def test_a_turn_is_enqueued_only_after_its_queued_event_went_out(monkeypatch, slow_layer):
-    # Otherwise the worker's first event could overtake it, and the consumer drops older seqs.
-    pushed_at_enqueue: list[int] = []
+def _path(created: object) -> str:
+    return f"/ws/conversations/{created.conversation.public_id}/?token={created.access_token}"
 
-    class Pipeline:
-        def apply_async(self) -> None:
-            pushed_at_enqueue.append(len(slow_layer))
 
-    monkeypatch.setattr("supportdesk.tasks.turn_pipeline", lambda turn_id: Pipeline())
-    message_receive(conversation=conversation_create().conversation, text="hello")
-    assert pushed_at_enqueue == [1]
+class HeldPushes(list):
+    """Pushes held back instead of sent (lost or delayed); ``real_send`` sends one after all."""
+
+    real_send: Any
+
+
+@pytest.fixture
+def held_pushes(monkeypatch: pytest.MonkeyPatch) -> HeldPushes:
+    held = HeldPushes()
+    layer = get_channel_layer()
+    held.real_send = layer.group_send
+
+    async def hold(group: str, message: dict[str, Any]) -> None:
+        held.append((group, message))
+
+    monkeypatch.setattr(layer, "group_send", hold)
+    return held
+
+
+def test_a_lost_push_is_filled_in_from_the_store_by_the_next_one(no_enqueue, ws_client, held_pushes):
+    created = conversation_create()
+    client = ws_client(_path(created))
+    assert client.connect()[0]
+    turn = message_receive(conversation=created.conversation, text="hello")
+    turn_event_emit(turn=turn, type="status", payload={"status": "guarding"})
+    assert turn_events_flush(timeout=5)
+    # Both pushes were lost; the next one goes out and carries the customer over the gap.
+    group, message = held_pushes[-1]
+    third = turn_event_emit(turn=turn, type="status", payload={"status": "planning"})
+    async_to_sync(held_pushes.real_send)(group, {**message, "frame": third.as_frame()})
+    frames = [client.receive(timeout=5) for _ in range(3)]
+    assert [(f["seq"], f["payload"]["status"]) for f in frames] == [(1, "queued"), (2, "guarding"), (3, "planning")]
+
+
+def test_pushes_that_arrive_out_of_order_reach_the_customer_once_in_order(no_enqueue, ws_client, held_pushes):
+    created = conversation_create()
+    client = ws_client(_path(created))
+    assert client.connect()[0]
+    turn = message_receive(conversation=created.conversation, text="hello")
+    for status in ("guarding", "planning"):
+        turn_event_emit(turn=turn, type="status", payload={"status": status})
+    assert turn_events_flush(timeout=5)
+    assert [m["frame"]["seq"] for _, m in held_pushes] == [1, 2, 3]
+    for group, message in reversed(held_pushes):  # seq 3 first: another process overtook
+        async_to_sync(held_pushes.real_send)(group, message)
+    frames = [client.receive(timeout=5) for _ in range(3)]
+    assert [f["seq"] for f in frames] == [1, 2, 3]
+    with pytest.raises(Exception):  # and nothing twice
+        client.receive(timeout=0.5)
 
 
 def test_a_failing_push_loses_no_event_and_does_not_fail_the_stage(no_enqueue, monkeypatch, caplog):
