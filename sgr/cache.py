@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 import redis
@@ -37,13 +39,34 @@ def _redis() -> redis.Redis:
         return _client
 
 
+_UNREAD = b""
+_pinned: ContextVar[bytes | None] = ContextVar("sgr_content_generation", default=None)
+
+
+@contextmanager
+def content_generation_pinned() -> Iterator[None]:
+    """Inside the block the generation is read once: a stage renders from one snapshot,
+    with one Redis round trip instead of one per lookup."""
+    token = _pinned.set(_UNREAD)
+    try:
+        yield
+    finally:
+        _pinned.reset(token)
+
+
 def content_generation() -> bytes | None:
     """The current content generation, or ``None`` when the shared counter is unreachable."""
+    pinned = _pinned.get()
+    if pinned:
+        return pinned
     try:
-        return _redis().get(GENERATION_KEY) or b"0"
+        generation = _redis().get(GENERATION_KEY) or b"0"
     except redis.RedisError:
         logger.warning("SGR content cache unavailable; reading through to the database")
         return None
+    if pinned is not None:
+        _pinned.set(generation)
+    return generation
 
 
 def content_cached(name: str, loader: Callable[[], T]) -> T:

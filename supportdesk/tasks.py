@@ -15,6 +15,8 @@ import openai
 from celery import Task, chain, shared_task
 from django.conf import settings
 
+from sgr.cache import content_generation_pinned
+
 from supportdesk.events import turn_events_flush
 from supportdesk.llm import LLMStreamInterrupted
 from supportdesk.selectors import turn_get_for_stage
@@ -36,7 +38,8 @@ STAGE_TASK_OPTIONS = {"bind": True, "acks_late": True, "reject_on_worker_lost": 
 
 
 def stage_execute(task: Task, turn_id: int, stage: str, run: Callable[..., None]) -> None:
-    ended = stage_run_guarded(task, turn_id, stage, run)
+    with content_generation_pinned():  # templates and strings: one snapshot per stage
+        ended = stage_run_guarded(task, turn_id, stage, run)
     if ended:
         # No later event would reveal a lost push of the last ones: send them before moving on.
         # (Between stages the consumer fills any gap from the store, so nothing waits there.)

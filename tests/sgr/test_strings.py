@@ -35,6 +35,31 @@ def test_another_process_edit_is_seen_through_the_shared_generation():
     assert ui_string("widget_send", "ru") == "Послать"
 
 
+def test_a_stage_reads_the_generation_once_and_renders_from_one_snapshot(monkeypatch):
+    ui_string("widget_send", "ru")  # cached now
+    reads = []
+    real_redis = sgr.cache._redis
+
+    class Counting:
+        def get(self, key):
+            reads.append(key)
+            return real_redis().get(key)
+
+        def incr(self, key):
+            return real_redis().incr(key)
+
+    monkeypatch.setattr(sgr.cache, "_redis", lambda: Counting())
+    with sgr.cache.content_generation_pinned():
+        assert ui_string("widget_send", "ru") == BUILTIN_STRINGS["widget_send"]["ru"]
+        UIString.objects.filter(key="widget_send", language="ru").update(text="Послать")
+        sgr.cache._generation_bump()  # another process's edit, mid-stage
+        assert ui_string("widget_send", "ru") == BUILTIN_STRINGS["widget_send"]["ru"]  # same snapshot
+        ui_string("widget_send", "en")
+    assert len(reads) == 1
+    assert ui_string("widget_send", "ru") == "Послать"  # the next stage sees the edit
+    assert len(reads) == 2
+
+
 def test_fallback_order_requested_then_default_language_then_built_in(settings):
     settings.DEFAULT_LANGUAGE = "en"
     UIString.objects.update_or_create(key="only_english", language="en", defaults={"text": "English only"})
