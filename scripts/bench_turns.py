@@ -104,7 +104,7 @@ def start_stack(stub: StubProcess, log_dir: Path) -> tuple[list[subprocess.Popen
     port = free_port()
     procs = [
         subprocess.Popen([sys.executable, "-m", "celery", "-A", "supportdesk", "worker", "-Q", "guard,sgr,answer,ingest",
-                          "-c", "2", "--loglevel", "WARNING", "-n", f"bench-{os.getpid()}@%h"],
+                          "-c", os.environ.get("SD_WORKER_CONCURRENCY", "2"), "-P", os.environ.get("SD_WORKER_POOL", "prefork"), "--loglevel", "WARNING", "-n", f"bench-{os.getpid()}@%h"],
                          env=env, cwd=ROOT, stdout=open(log_dir / "worker.log", "ab"), stderr=subprocess.STDOUT,
                          start_new_session=True),
         subprocess.Popen([sys.executable, "-m", "uvicorn", "supportdesk.asgi:application", "--host", "127.0.0.1",
