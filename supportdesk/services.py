@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from sgr.strings import supported_language, ui_string
-from supportdesk.events import turn_event_emit
+from supportdesk.events import turn_event_emit, turn_events_flush
 from supportdesk.models import Conversation, Message, Turn, new_access_token, token_hash
 from supportdesk.ratelimit import rate_limit_exceeded
 from supportdesk.turnlog import stage_diagnostics_flush
@@ -130,6 +130,8 @@ def turn_finish(*, turn: Turn, status: str) -> None:
         turn.status = status
         turn.save(update_fields=["status", "updated_at"])
         turn_event_emit(turn=turn, type="done", payload={"status": status})
+        # The stage's remaining work (records, diagnostics) must not hold up the end of the turn.
+        transaction.on_commit(turn_events_flush)
 
 
 def turn_diagnostics_merge(*, turn_id: int, path: tuple[str, ...], value: object) -> None:
