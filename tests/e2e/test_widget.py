@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import Any
+from urllib.parse import parse_qs, urlparse
 
 import pytest
 
@@ -107,6 +109,30 @@ def test_reloading_mid_stream_resumes_without_loss_or_duplication(page, live_ser
     assert page.locator(".answer:not(.streaming)").inner_text().strip() == text
     assert page.locator(".user").all_inner_texts() == ["Расскажите всё"]
     assert page.locator("form button").inner_text() == "Отправить"
+
+
+def test_a_dropped_connection_reconnects_by_itself_and_resumes_from_its_last_seq(page, live_server_url, llm):
+    text = " ".join(f"w{i}" for i in range(40))
+    llm.push(_plan(llm), Reply(content=text, chunk_delay=0.08))
+    sockets: list[Any] = []
+
+    def through(route: Any) -> None:  # every websocket of the page goes to the server, via a handle we can cut
+        route.connect_to_server()
+        sockets.append(route)
+
+    page.route_web_socket(re.compile(r".*/ws/conversations/.*"), through)
+    page.goto(live_server_url + "/?lang=en")
+    _ask(page, "Tell me everything")
+    page.locator(".answer.streaming", has_text="w3").wait_for(timeout=60_000)
+    sockets[0].close(code=4000, reason="network dropped")  # mid-stream, no page reload
+    snapshots = _answer_snapshots(page)
+    for seen in snapshots:
+        assert text.startswith(seen.strip()), seen  # nothing repeated, nothing skipped
+    assert page.locator(".answer:not(.streaming)").inner_text().strip() == text
+    assert len(sockets) >= 2, "the widget did not reconnect"
+    resumed_from = int(parse_qs(urlparse(sockets[1].url).query)["last_seq"][0])
+    assert resumed_from > 0  # it asked only for what it had not seen
+    assert page.locator(".user").all_inner_texts() == ["Tell me everything"]
 
 
 def test_staff_see_the_debug_view(page, live_server_url, llm, django_user_model):
