@@ -16,7 +16,6 @@ from celery import Task, chain, shared_task
 from django.conf import settings
 
 from sgr.cache import content_generation_pinned
-
 from supportdesk.events import turn_events_flush
 from supportdesk.llm import LLMStreamInterrupted
 from supportdesk.selectors import turn_get_for_stage
