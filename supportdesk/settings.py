@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -138,6 +139,21 @@ WORKER_DB_CONN_MAX_AGE = env.int("WORKER_DB_CONN_MAX_AGE", default=600)
 # Hard and soft limits per stage task, seconds.
 CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=300)
 CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=240)
+# A stage whose worker died with it (killed, out of memory, machine lost) is handed to another
+# worker after this many seconds (Redis's default is an hour). It must outlast the longest
+# task, or a task still running would be handed out a second time.
+TASK_VISIBILITY_TIMEOUT = env.int("CELERY_VISIBILITY_TIMEOUT", default=CELERY_TASK_TIME_LIMIT + 60)
+if TASK_VISIBILITY_TIMEOUT <= CELERY_TASK_TIME_LIMIT:
+    raise ImproperlyConfigured(
+        f"CELERY_VISIBILITY_TIMEOUT ({TASK_VISIBILITY_TIMEOUT}s) must be longer than "
+        f"CELERY_TASK_TIME_LIMIT ({CELERY_TASK_TIME_LIMIT}s)"
+    )
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": TASK_VISIBILITY_TIMEOUT,
+    # Every worker looks for such stages this often (seconds; one Redis query each time).
+    "unacked_restore_interval": env.int("CELERY_RESTORE_INTERVAL", default=10),
+    "unacked_restore_throttle": 1,
+}
 
 # --- LLM (any OpenAI-compatible endpoint) ------------------------------------------
 LLM_BASE_URL = env.str("LLM_BASE_URL", default="")
