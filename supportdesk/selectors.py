@@ -22,12 +22,12 @@ def turn_get_for_stage(*, turn_id: int) -> Turn | None:
     return Turn.objects.select_related("conversation", "user_message").filter(pk=turn_id).first()
 
 
-def turn_previous(*, turn: Turn) -> Turn | None:
-    """The conversation's turn just before ``turn``."""
-    return (
+def turns_before(*, turn: Turn) -> list[Turn]:
+    """The conversation's earlier turns, oldest first, with their messages and plan records."""
+    return list(
         Turn.objects.filter(conversation_id=turn.conversation_id, created_at__lt=turn.created_at)
-        .order_by("-created_at", "-id")
-        .first()
+        .select_related("user_message", "answer_message", "plan_record")
+        .order_by("created_at", "id")
     )
 
 
@@ -46,21 +46,17 @@ def turn_synthetic(turn: Turn, record: Any = None) -> str:
     return str((turn.plan_result or {}).get("context_synthetic") or "")
 
 
-def context_history(*, turn: Turn) -> list[dict[str, str]]:
+def context_history(*, turn: Turn, earlier: list[Turn] | None = None) -> list[dict[str, str]]:
     """The model's view of earlier turns: each user message, its synthetic message, its answer.
 
     Tool traces are never part of it (DT-003/DT-004), whatever the conversation's
     injection mode: the A/B test only changes how the *current* plan is injected.
     A clarify turn's synthetic message carries its question, so the next turn is
-    planned and answered with it in context.
+    planned and answered with it in context. ``earlier``: :func:`turns_before`, if the
+    caller has it already.
     """
     messages: list[dict[str, str]] = []
-    earlier = (
-        Turn.objects.filter(conversation_id=turn.conversation_id, created_at__lt=turn.created_at)
-        .select_related("user_message", "answer_message", "plan_record")
-        .order_by("created_at", "id")
-    )
-    for past in earlier:
+    for past in turns_before(turn=turn) if earlier is None else earlier:
         messages.append({"role": "user", "content": past.user_message.text})
         synthetic = turn_synthetic(past)
         if synthetic:

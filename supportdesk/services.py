@@ -93,11 +93,11 @@ def _enqueue_turn(turn_id: int) -> None:
     turn_pipeline(turn_id).apply_async()
 
 
-def turn_status_set(*, turn: Turn, status: str) -> None:
-    """Move a turn to ``status`` and tell the customer."""
+def turn_status_set(*, turn: Turn, status: str, also: tuple[str, ...] = ()) -> None:
+    """Move a turn to ``status`` and tell the customer; ``also``: other fields the caller set, saved with it."""
     with transaction.atomic(savepoint=False):
         turn.status = status
-        turn.save(update_fields=["status", "updated_at"])
+        turn.save(update_fields=["status", "updated_at", *also])
         turn_event_emit(turn=turn, type="status", payload={"status": status})
 
 
@@ -123,12 +123,12 @@ def turn_fail(*, turn: Turn, stage: str, code: str, detail: str = "", message_ke
         turn_event_emit(turn=turn, type="done", payload={"status": turn.status})
 
 
-def turn_finish(*, turn: Turn, status: str) -> None:
-    """Close a turn with a terminal status and the final ``done`` event."""
+def turn_finish(*, turn: Turn, status: str, also: tuple[str, ...] = ()) -> None:
+    """Close a turn with a terminal status and the final ``done`` event (``also``: as for turn_status_set)."""
     stage_diagnostics_flush()
     with transaction.atomic(savepoint=False):
         turn.status = status
-        turn.save(update_fields=["status", "updated_at"])
+        turn.save(update_fields=["status", "updated_at", *also])
         turn_event_emit(turn=turn, type="done", payload={"status": status})
         # The stage's remaining work (records, diagnostics) must not hold up the end of the turn.
         transaction.on_commit(turn_events_flush)

@@ -139,9 +139,9 @@ def answer_save(*, turn: Turn, final: FinalAnswer, diagnostics: dict[str, Any]) 
         turn.answer_message = answer
         turn.answer_text = final.text
         turn.answer_result = final.model_dump()
-        turn.save(update_fields=["answer_message", "answer_text", "answer_result", "updated_at"])
         turn_diagnostics_merge(turn_id=turn.pk, path=("answer",), value=diagnostics)
         for source in final.sources:
             turn_event_emit(turn=turn, type="citation", payload=source.model_dump())
         turn_event_emit(turn=turn, type="answer", payload=public)
-        turn_finish(turn=turn, status=Turn.Status.DONE)
+        # The answer is saved with the final status, in one UPDATE.
+        turn_finish(turn=turn, status=Turn.Status.DONE, also=("answer_message", "answer_text", "answer_result"))

@@ -31,11 +31,11 @@ def guard_stage_run(*, turn: Turn) -> None:
         log.outcome = verdict.status
         with transaction.atomic():
             turn.guard_result = verdict.model_dump(mode="json")
-            turn.save(update_fields=["guard_result", "updated_at"])
             guard_check_record(turn_id=turn.pk, verdict=verdict)
-            if verdict.status not in ("blocked", "failed_closed"):
-                turn_status_set(turn=turn, status=Turn.Status.PLANNING)  # passed: on to planning
+            if verdict.status not in ("blocked", "failed_closed"):  # passed: on to planning
+                turn_status_set(turn=turn, status=Turn.Status.PLANNING, also=("guard_result",))
                 return
+            turn.save(update_fields=["guard_result", "updated_at"])
         if verdict.status == "blocked":
             # DT-001: stop before SGR; the model never sees the message.
             outputs = guardian_block_render(verdict=verdict, language=language)

@@ -24,8 +24,8 @@ from sgr.strings import ui_string
 from supportdesk.events import turn_event_emit
 from supportdesk.llm import llm_client
 from supportdesk.models import Turn
-from supportdesk.selectors import context_history, turn_previous
-from supportdesk.services import turn_finish
+from supportdesk.selectors import context_history, turns_before
+from supportdesk.services import turn_finish, turn_status_set
 from supportdesk.turnlog import stage_logged
 
 logger = logging.getLogger(__name__)
@@ -72,8 +72,8 @@ def planner_output_ensure(*, turn: Turn, verdict: Verdict) -> PlanRecord:
         return record
     language = turn.conversation.language
     text = turn.user_message.text
-    earlier = turn_previous(turn=turn)
-    previous = plan_record_get(turn_id=earlier.pk) if earlier is not None else None
+    earlier = turns_before(turn=turn)
+    previous = plan_record_get(turn_id=earlier[-1].pk) if earlier else None
     parent = previous if previous is not None and previous.final_action == "clarify" else None
     context = PlanningContext(
         verdict=verdict,
@@ -81,7 +81,7 @@ def planner_output_ensure(*, turn: Turn, verdict: Verdict) -> PlanRecord:
         kb_relevance=kb_relevance_measure(text=text, language=language),
         previous_clarification=clarification_asked(parent, language) if parent else "",
     )
-    messages = [*context_history(turn=turn), {"role": "user", "content": text}]
+    messages = [*context_history(turn=turn, earlier=earlier), {"role": "user", "content": text}]
     outcome = plan_request(client=llm_client(), messages=messages, context=context, message_text=text)
     return plan_record_planner_save(
         turn_id=turn.pk,
@@ -119,12 +119,10 @@ def plan_stage_run(*, turn: Turn) -> None:
                 "context_synthetic": outputs.context_synthetic,
             }
             turn.ui_response = outputs.ui_response
-            turn.save(update_fields=["plan_result", "ui_response", "updated_at"])
             # The customer sees the intent and the response, never scores (DT-004).
             turn_event_emit(turn=turn, type="plan", payload={"action": action, "text": outputs.ui_response})
+            # The outputs are saved with the new status, in one UPDATE.
             if action in TERMINAL_BY_ACTION:
-                turn_finish(turn=turn, status=TERMINAL_BY_ACTION[action])
+                turn_finish(turn=turn, status=TERMINAL_BY_ACTION[action], also=("plan_result", "ui_response"))
             else:
-                turn.status = Turn.Status.ANSWERING
-                turn.save(update_fields=["status", "updated_at"])
-                turn_event_emit(turn=turn, type="status", payload={"status": turn.status})
+                turn_status_set(turn=turn, status=Turn.Status.ANSWERING, also=("plan_result", "ui_response"))
