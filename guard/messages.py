@@ -18,6 +18,10 @@ GUARD_MESSAGES: dict[str, dict[str, str]] = {
         "en": "Invalid regular expression: {error}.",
         "ru": "Некорректное регулярное выражение: {error}.",
     },
+    "regex_too_slow": {
+        "en": "The regular expression takes too long on some texts (over {ms} ms), so a customer could stall screening with them. Avoid nested repetition such as (a|aa)+ or (a+)+.",
+        "ru": "Регулярное выражение слишком долго проверяет некоторые тексты (дольше {ms} мс), и клиент мог бы такими текстами задерживать проверку. Избегайте вложенных повторений вроде (a|aa)+ или (a+)+.",
+    },
     "regex_matches_empty": {
         "en": "The regular expression matches an empty string, so it would match every message.",
         "ru": "Регулярное выражение совпадает с пустой строкой, то есть с любым сообщением.",

@@ -193,6 +193,7 @@ GUARD_TIMEOUT = env.float("GUARD_TIMEOUT", default=5.0)  # seconds per provider 
 GUARD_MAX_RETRIES = env.int("GUARD_MAX_RETRIES", default=2)  # retries of transient failures
 GUARD_RETRY_BACKOFF = env.float("GUARD_RETRY_BACKOFF", default=0.5)  # first pause, doubles
 GUARD_DEADLINE = env.float("GUARD_DEADLINE", default=12.0)  # all attempts of one screening
+GUARD_RULE_TIMEOUT_MS = env.int("GUARD_RULE_TIMEOUT_MS", default=50)  # one rule on one text (rules provider)
 # Model providers. No default endpoint on purpose: a missing one is reported, never guessed.
 GUARD_BASE_URL = env.str("GUARD_BASE_URL", default="")  # qwen3guard / openai_moderation
 GUARD_API_KEY = env.str("GUARD_API_KEY", default="not-needed")

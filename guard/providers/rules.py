@@ -22,7 +22,7 @@ class RulesProvider:
         raw = json.dumps(
             {"matches": [
                 {"rule": hit.rule.id, "category": hit.rule.category, "level": hit.rule.level,
-                 "kind": hit.rule.kind, "matched": hit.matched}
+                 "kind": hit.rule.kind, "matched": hit.matched, "timed_out": hit.timed_out}
                 for hit in hits
             ]},
             ensure_ascii=False,

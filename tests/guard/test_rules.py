@@ -77,6 +77,7 @@ def test_rules_screen_answers_too(rules):
     ("(unclosed", "Invalid regular expression", "Некорректное регулярное выражение"),
     ("a|", "matches an empty string", "пустой строкой"),
     ("   ", "empty", "пустой"),
+    (r"(a|aa)+$", "takes too long", "слишком долго"),  # catastrophic backtracking on "aaaa…!"
 ])
 def test_an_invalid_regex_cannot_be_saved_and_the_error_is_localized(rules, pattern, fragment_en, fragment_ru):
     for language, fragment in (("en", fragment_en), ("ru", fragment_ru)):
@@ -89,3 +90,16 @@ def test_an_invalid_regex_cannot_be_saved_and_the_error_is_localized(rules, patt
 def test_the_same_text_is_a_valid_keyword(rules):
     GuardRule(category="violent", level="Unsafe", kind="keyword", pattern="(unclosed").save()
     assert message_screen(text="an (unclosed bracket", language="en").status == "blocked"
+
+
+def test_a_rule_that_runs_too_long_on_a_customer_text_counts_as_a_match(rules, settings, caplog):
+    settings.GUARD_RULE_TIMEOUT_MS = 20
+    # Fast on the probe texts checked when it was saved, catastrophic on runs of "x":
+    # ~1 s of backtracking on this text without the time limit (and doubling per extra "x").
+    rule = GuardRule.objects.create(category="violent", level="Unsafe", kind="regex", pattern=r"(x|xx)+$")
+    verdict = message_screen(text="x" * 30 + "!", language="en")
+    assert (verdict.status, verdict.categories) == ("blocked", ["violent"])  # not slipped past the rule
+    assert '"timed_out": true' in verdict.raw_output
+    assert f"guard rule {rule.pk} ran over 20 ms" in caplog.text
+    assert message_screen(text="a normal question", language="en").status == "pass"
+
