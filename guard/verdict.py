@@ -14,6 +14,7 @@ Status = Literal["off", "pass", "flagged", "blocked", "failed_open", "failed_clo
 Kind = Literal["prompt", "response"]
 
 LEVEL_RANK: dict[str, int] = {"Safe": 0, "Controversial": 1, "Unsafe": 2}
+UNSCREENED = "Unscreened (the guardian was unavailable; plan as for Controversial)"
 
 
 class Assessment(BaseModel):
@@ -50,3 +51,9 @@ class Verdict(Assessment):
     @property
     def failed(self) -> bool:
         return self.status in ("failed_open", "failed_closed")
+
+    @property
+    def level_shown(self) -> str:
+        """The level as the planning model and the analysis section read it. A screening that
+        failed open let the message through unchecked: it is not called "Safe"."""
+        return UNSCREENED if self.status == "failed_open" else self.level

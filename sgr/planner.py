@@ -90,7 +90,7 @@ def prompt_render(*, body: str, context: PlanningContext) -> str:
     none = ui_string("sgr_value_none", "en")
     values = {
         "tool_name": TOOL_NAME,
-        "guardian_level": context.verdict.level,
+        "guardian_level": context.verdict.level_shown,
         "guardian_categories": ", ".join(value_flatten(c) for c in context.verdict.categories) or none,
         "kb_relevance": f"{context.kb_relevance:.2f}" if context.kb_relevance is not None else "unknown",
         "language": language,

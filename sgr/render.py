@@ -103,7 +103,7 @@ def template_values(
         "action_plan": _lines(plan.action_plan if plan else [], numbered=True, none=none),
         "uncertainties": "; ".join(value_flatten(u) for u in plan.uncertainties) if plan and plan.uncertainties else none,
         "clarification_question": value_flatten(question),
-        "guardian_level": value_flatten(verdict.level),
+        "guardian_level": value_flatten(verdict.level_shown),
         "guardian_categories": ", ".join(value_flatten(c) for c in verdict.categories) or none,
         "kb_relevance": f"{kb_relevance:.2f}" if kb_relevance is not None else unknown,
         "response": value_flatten(ui_string(RESPONSE_KEYS[action], language)),

@@ -119,6 +119,14 @@ def test_the_system_prompt_carries_the_verdict_the_kb_relevance_and_the_clarify_
     assert "{{" not in system["content"]
 
 
+def test_a_message_the_guardian_let_through_unchecked_is_not_called_safe(llm):
+    # GUARD_FAIL_MODE=open: every provider failed, the message went on unscreened.
+    _plan(PlanningContext(verdict=Verdict(status="failed_open", provider="qwen3guard", error="timeout"), language="en"))
+    system = llm.chat_requests()[0]["messages"][0]["content"]
+    assert "Guardian verdict for this message: Unscreened (the guardian was unavailable" in system
+    assert "Guardian verdict for this message: Safe" not in system
+
+
 def test_unknown_kb_relevance_is_said_so(llm):
     _plan()
     assert "Knowledge-base relevance of the message: unknown" in llm.chat_requests()[0]["messages"][0]["content"]

@@ -117,3 +117,11 @@ def test_guardian_block_before_planning_renders_from_the_database_without_a_plan
     assert outputs.template_id == template.pk
     assert "weapons, violence" in outputs.context_synthetic
     assert outputs.ui_response == ui_string("sgr_guardian_response", language)
+
+
+def test_the_analysis_of_an_unscreened_message_says_so():
+    unscreened = Verdict(status="failed_open", provider="qwen3guard", error="timeout")
+    outputs = outputs_render(plan=_plan("normal"), action="normal", verdict=unscreened, language="en")
+    assert "Guardian: Unscreened (the guardian was unavailable" in outputs.context_synthetic
+    assert "Guardian: Safe" not in outputs.context_synthetic
+
