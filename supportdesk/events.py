@@ -5,10 +5,12 @@ that reconnects can replay exactly what it missed from the database.
 
 Pushing is asynchronous but ordered: each process sends its events to the
 channel layer from one queue, in the order they were committed, without making
-the stage wait on Redis. Before a turn moves to another process (a stage task
-ends, a turn is enqueued) :func:`turn_events_flush` waits until everything
-queued is sent, so events of one conversation reach the consumer in ``seq``
-order across processes too (the consumer drops a frame older than one it sent).
+the stage wait on Redis. Across processes a later event may overtake an earlier
+one, and a push may be lost; the consumer fills any gap in the sequence from
+the database (``supportdesk.consumers``), so a customer still gets every event
+once, in order. :func:`turn_events_flush` waits for this process's queue: after
+a turn's first token (time to first token), when a turn ends (no later event
+would reveal a lost push) and when a worker shuts down.
 """
 
 from __future__ import annotations
