@@ -83,6 +83,7 @@ def kb_search(*, query: str, turn_id: int, language: str) -> KbResult:
         confidence=result.confidence.top_score,
         likely_relevant=result.confidence.likely_relevant,
         trace_id=result.trace_id,
+        error=result.error,  # retrieval's own failures come back as an empty result with the reason
     )
 
 

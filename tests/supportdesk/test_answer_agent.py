@@ -146,6 +146,19 @@ def test_a_failed_search_is_a_limitation():
     assert final.follow_ups == ["x", "x", "x"]
 
 
+def test_a_knowledge_base_that_is_down_reaches_the_answer_as_a_limitation(llm, monkeypatch):
+    # retrieval's search_kb turns the failure into an empty result with the reason; it must not be lost.
+    def down(*args, **kwargs):
+        raise ConnectionError("embedder unreachable")
+
+    monkeypatch.setattr("retrieval.tool.articles_search", down)
+    turn = _answer(llm, _search("reset password"), Reply(content="I could not look it up."))
+    limitations = turn.answer_result["limitations"]
+    assert any("unavailable" in item for item in limitations), limitations
+    tool_reply = [m for m in llm.chat_requests()[-1]["messages"] if m["role"] == "tool"][0]["content"]
+    assert "unavailable" in tool_reply  # the model is told, not "no matching articles"
+
+
 @pytest.mark.parametrize(("batch_ms", "events"), [(0, 6), (60_000, 2)])
 def test_streamed_text_is_coalesced_after_the_first_token(llm, settings, batch_ms, events):
     settings.ANSWER_TOKEN_BATCH_MS = batch_ms
