@@ -27,18 +27,17 @@ ORIGIN = (b"origin", b"http://localhost")
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _db_pools_closed(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
-    """Close this process's connection pools before the test database is dropped.
+def _test_database_released(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
+    """End every other session on the test database and close the pools before it is dropped.
 
-    (Consumers borrow pooled connections in other threads; Django's teardown only
-    closes the main thread's connection.)
+    (Consumers borrow pooled connections in other threads and workers keep theirs;
+    Django's teardown only closes the main thread's connection. PostgreSQL's DROP
+    DATABASE waits a few seconds for terminated sessions to go.)
     """
     yield
     from django.db import connection, connections
 
     with django_db_blocker.unblock(), connection.cursor() as cursor:
-        # Connections borrowed by other threads of this process (the in-process ASGI app's
-        # thread pool) are not returned by the pool's close(); end their sessions here.
         cursor.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
             "WHERE datname = current_database() AND pid <> pg_backend_pid()"
@@ -102,7 +101,7 @@ def _database_url() -> str:
 
 
 @pytest.fixture(scope="session")
-def celery_worker(django_db_setup: None, django_db_blocker: Any, llm_server: ScriptedLLM,
+def celery_worker(django_db_setup: None, llm_server: ScriptedLLM,
                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[subprocess.Popen]:
     """A real Celery worker process on all stage queues, against the test database."""
     from supportdesk.celery import app
@@ -135,21 +134,6 @@ def celery_worker(django_db_setup: None, django_db_blocker: Any, llm_server: Scr
         proc.wait(timeout=20)
     except subprocess.TimeoutExpired:
         proc.kill()
-    with django_db_blocker.unblock():
-        _worker_sessions_gone()
-
-
-def _worker_sessions_gone(timeout: float = 10.0) -> None:
-    """Wait until PostgreSQL has ended the worker's kept sessions, so the test database can be dropped."""
-    from django.db import connection
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'supportdesk-worker'")
-            if cursor.fetchone()[0] == 0:
-                return
-        time.sleep(0.1)
 
 
 def wait_for_turn(turn_id: int, timeout: float = 30.0) -> Any:
@@ -206,6 +190,10 @@ class WsClient:
 
     def receive(self, timeout: float = 10) -> dict[str, Any]:
         return _loop().run(self.comm.receive_json_from(timeout=timeout), timeout=timeout + 5)
+
+    def receive_nothing(self, timeout: float = 0.5) -> bool:
+        """True when no frame arrives within ``timeout``."""
+        return _loop().run(self.comm.receive_nothing(timeout=timeout), timeout=timeout + 5)
 
     def receive_until(self, predicate: Any, timeout: float = 30) -> list[dict[str, Any]]:
         """Frames received until (and including) the first that matches ``predicate``."""

@@ -113,14 +113,3 @@ def script_failure(llm: ScriptedLLM, provider: str, failure: str, times: int = 1
     llm.route(path, handler)
     return nullcontext()
 
-
-@contextmanager
-def elapsed() -> Iterator[list[float]]:
-    """Wall time of the block, in seconds, in ``result[0]`` after it ends."""
-    result: list[float] = []
-    started = time.monotonic()
-    try:
-        yield result
-    finally:
-        result.append(time.monotonic() - started)
-

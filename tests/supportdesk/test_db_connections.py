@@ -28,6 +28,18 @@ def _worker_sessions() -> set[tuple[int, object]]:
         return set(cursor.fetchall())
 
 
+def _until_a_session_waits_on_a_lock(timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                           "AND datname = current_database()")
+            if cursor.fetchone()[0]:
+                return
+        time.sleep(0.02)
+    raise AssertionError("the slow customer's save never reached the lock")
+
+
 @pytest.mark.worker
 def test_the_worker_keeps_its_database_connection_between_turns(llm, celery_worker):
     first = message_receive(conversation=conversation_create().conversation, text="How do I reset my password?")
@@ -69,7 +81,7 @@ def test_a_customer_whose_save_is_held_up_does_not_hold_up_another(no_enqueue, w
         slow_client, other_client = ws_client(_path(slow)), ws_client(_path(other))
         assert slow_client.connect()[0] and other_client.connect()[0]
         slow_client.send_json({"type": "message", "text": "first, and stuck"})
-        time.sleep(0.2)  # the slow save is under way (and waiting on the lock)
+        _until_a_session_waits_on_a_lock()  # the slow save is under way, blocked by the holder
         other_client.send_json({"type": "message", "text": "second, not stuck"})
         assert other_client.receive(timeout=5)["type"] == "accepted"
         assert Turn.objects.filter(conversation=slow.conversation).count() == 0  # still waiting

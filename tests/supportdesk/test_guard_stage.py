@@ -184,3 +184,18 @@ def test_output_moderation_fails_closed_when_the_provider_fails_on_the_answer(gu
     assert checks == {"prompt": "pass", "response": "failed_closed"}
     sent = [r.body["moderation_type"] for r in guard.requests if r.path == MOSEC_PATH]
     assert sent == ["prompt", "response", "response", "response"]  # the answer check was retried, then failed
+
+
+def test_a_stage_bug_fails_the_turn_with_a_localized_error_and_keeps_the_worker(turn_of, rules, monkeypatch):
+    def broken(**kwargs):
+        raise ValueError("a bug in rendering")
+
+    monkeypatch.setattr("supportdesk.stages.plan.outputs_render", broken)
+    turn = _run(turn_of("How do I reset my password?"))
+    assert (turn.status, turn.error_code) == (Turn.Status.FAILED, "internal_error")
+    assert "ValueError: a bug in rendering" in turn.error_detail
+    last_two = [(e.type, e.payload.get("code")) for e in _events(turn)[-2:]]
+    assert last_two == [("error", "internal_error"), ("done", None)]
+    assert _events(turn)[-2].payload["message"] == ui_string("error_internal", "en")
+    assert Message.objects.filter(pk=turn.user_message_id).exists()  # the message is kept
+    assert guard_task.apply(args=[10**9]).successful()  # an unknown turn: nothing to do, no exception
