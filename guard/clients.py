@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import lru_cache
 
 import httpx
 import openai
@@ -25,12 +26,14 @@ def guard_openai_client() -> openai.OpenAI:
         raise GuardMisconfigured(
             "GUARD_BASE_URL is not set: point it at the guard model's OpenAI-compatible endpoint"
         )
-    return openai.OpenAI(
-        base_url=url,
-        api_key=settings.GUARD_API_KEY or "not-needed",
-        timeout=settings.GUARD_TIMEOUT,
-        max_retries=0,
-    )
+    return _openai_client(url, settings.GUARD_API_KEY or "not-needed", settings.GUARD_TIMEOUT)
+
+
+@lru_cache(maxsize=4)
+def _openai_client(base_url: str, api_key: str, timeout: float) -> openai.OpenAI:
+    # One client (and connection pool) per configuration and process, as for the LLM:
+    # building one per call cost tens of ms and a new connection every screening.
+    return openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0)
 
 
 def guard_mosec_url() -> str:
@@ -41,8 +44,10 @@ def guard_mosec_url() -> str:
     return url
 
 
+@lru_cache(maxsize=4)
 def guard_http_client() -> httpx.Client:
-    return httpx.Client(timeout=settings.GUARD_TIMEOUT, headers={"Accept": "application/json"})
+    """One pooled HTTP client per process (each request passes its own timeout)."""
+    return httpx.Client(headers={"Accept": "application/json"})
 
 
 def _status_error(status: int, body: str) -> Exception:

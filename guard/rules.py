@@ -70,7 +70,7 @@ def pattern_error(*, kind: str, pattern: str, language: str | None = None) -> st
         return guard_message("pattern_too_long", language, max=PATTERN_MAX_CHARS)
     if kind == REGEX:
         try:
-            compiled = regex.compile(pattern, regex.IGNORECASE)
+            compiled = rule_regex(REGEX, pattern)  # exactly what screening will match with
         except regex.error as exc:
             return guard_message("regex_invalid", language, error=str(exc))
         if compiled.search("") is not None:

@@ -71,6 +71,7 @@ class FeedbackIn(Schema):
 
 
 RATINGS = {"up": TurnFeedback.Rating.UP, "down": TurnFeedback.Rating.DOWN}
+RATING_NAMES = {value: name for name, value in RATINGS.items()}
 
 
 class FeedbackOut(Schema):
@@ -150,8 +151,7 @@ def turn_out(turn: Turn) -> dict:
         "id": turn.pk, "status": turn.status, "ui_response": turn.ui_response, "answer": turn.answer_text,
         "sources": answer.get("sources", []), "confidence": answer.get("confidence"),
         "limitations": answer.get("limitations", []), "follow_ups": answer.get("follow_ups", []),
-        "feedback": next((name for name, value in RATINGS.items()
-                          if value == TurnFeedback.objects.filter(turn=turn).values_list("rating", flat=True).first()), ""),
+        "feedback": RATING_NAMES.get(TurnFeedback.objects.filter(turn=turn).values_list("rating", flat=True).first(), ""),
     }
 
 

@@ -31,16 +31,21 @@ def turns_before(*, turn: Turn) -> list[Turn]:
     )
 
 
+def turn_plan_record(turn: Turn) -> Any:
+    """The turn's PlanRecord (loaded already when selected with ``select_related``), or None."""
+    try:
+        return turn.plan_record
+    except ObjectDoesNotExist:
+        return None
+
+
 def turn_synthetic(turn: Turn, record: Any = None) -> str:
     """A finished turn's context synthetic message (its PlanRecord's, else the stage output on the turn).
 
     ``record``: the turn's PlanRecord when the caller has it already (else it is loaded).
     """
     if record is None:
-        try:
-            record = turn.plan_record
-        except ObjectDoesNotExist:
-            record = None
+        record = turn_plan_record(turn)
     if record is not None and record.context_synthetic:
         return record.context_synthetic
     return str((turn.plan_result or {}).get("context_synthetic") or "")

@@ -121,6 +121,7 @@ def turn_fail(*, turn: Turn, stage: str, code: str, detail: str = "", message_ke
             payload={"code": code, "stage": stage, "message": ui_string(message_key, language)},
         )
         turn_event_emit(turn=turn, type="done", payload={"status": turn.status})
+        transaction.on_commit(turn_events_flush)  # as in turn_finish
 
 
 def turn_finish(*, turn: Turn, status: str, also: tuple[str, ...] = ()) -> None:
@@ -130,7 +131,8 @@ def turn_finish(*, turn: Turn, status: str, also: tuple[str, ...] = ()) -> None:
         turn.status = status
         turn.save(update_fields=["status", "updated_at", *also])
         turn_event_emit(turn=turn, type="done", payload={"status": status})
-        # The stage's remaining work (records, diagnostics) must not hold up the end of the turn.
+        # The end goes out now: no later event would reveal a lost push, and the stage's
+        # remaining work (records, diagnostics) must not hold it up.
         transaction.on_commit(turn_events_flush)
 
 

@@ -16,7 +16,6 @@ from celery import Task, chain, shared_task
 from django.conf import settings
 
 from sgr.cache import content_generation_pinned
-from supportdesk.events import turn_events_flush
 from supportdesk.llm import LLMStreamInterrupted
 from supportdesk.selectors import turn_get_for_stage
 from supportdesk.services import turn_fail
@@ -38,21 +37,16 @@ STAGE_TASK_OPTIONS = {"bind": True, "acks_late": True, "reject_on_worker_lost": 
 
 def stage_execute(task: Task, turn_id: int, stage: str, run: Callable[..., None]) -> None:
     with content_generation_pinned():  # templates and strings: one snapshot per stage
-        ended = stage_run_guarded(task, turn_id, stage, run)
-    if ended:
-        # No later event would reveal a lost push of the last ones: send them before moving on.
-        # (Between stages the consumer fills any gap from the store, so nothing waits there.)
-        turn_events_flush()
+        stage_run_guarded(task, turn_id, stage, run)
 
 
-def stage_run_guarded(task: Task, turn_id: int, stage: str, run: Callable[..., None]) -> bool:
-    """Run one stage; True when the turn has ended (in this stage or before)."""
+def stage_run_guarded(task: Task, turn_id: int, stage: str, run: Callable[..., None]) -> None:
     turn = turn_get_for_stage(turn_id=turn_id)
     if turn is None:
         logger.warning("turn %s not found for stage %s; nothing to do", turn_id, stage)
-        return True
+        return
     if turn.is_finished:
-        return True
+        return
     try:
         run(turn=turn)
     except TRANSIENT_ERRORS as exc:
@@ -67,7 +61,6 @@ def stage_run_guarded(task: Task, turn_id: int, stage: str, run: Callable[..., N
         turn.refresh_from_db()
         if not turn.is_finished:
             turn_fail(turn=turn, stage=stage, code="internal_error", detail=f"{type(exc).__name__}: {exc}")
-    return turn.is_finished
 
 
 @shared_task(name="supportdesk.turn.guard", **STAGE_TASK_OPTIONS)

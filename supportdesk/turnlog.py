@@ -22,6 +22,7 @@ class StageLog:
     tokens: dict[str, int] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
     started_at: float = field(default_factory=time.time)  # wall clock, to line stages up with events
+    stored: bool = False  # already kept on the turn (just before its `done`)
 
 
 @contextmanager
@@ -38,7 +39,8 @@ def stage_logged(turn_id: int, stage: str) -> Iterator[StageLog]:
         _current.reset(token)
         line = _line(record)
         logger.info(json.dumps(line, ensure_ascii=False))
-        _stage_diagnostics_save(line)
+        if not record.stored:
+            _stage_diagnostics_save(line)
 
 
 def _line(record: StageLog) -> dict[str, object]:
@@ -59,6 +61,7 @@ def stage_diagnostics_flush() -> None:
     record = _current.get()
     if record is not None:
         _stage_diagnostics_save(_line(record))
+        record.stored = True
 
 
 def _stage_diagnostics_save(line: dict[str, object]) -> None:

@@ -55,7 +55,7 @@ class MosecProvider:
 
     def assess(self, *, text: str, kind: Kind, language: str, prompt: str, timeout: float) -> Assessment:
         url = guard_mosec_url()
-        with guard_http_client() as client, http_errors_translated():
-            response = client.post(url, json={"content": text, "moderation_type": kind}, timeout=timeout)
+        with http_errors_translated():
+            response = guard_http_client().post(url, json={"content": text, "moderation_type": kind}, timeout=timeout)
         http_status_check(response)
         return mosec_output_parse(response.text)

@@ -24,7 +24,7 @@ from sgr.strings import ui_string
 from supportdesk.events import turn_event_emit
 from supportdesk.llm import llm_client
 from supportdesk.models import Turn
-from supportdesk.selectors import context_history, turns_before
+from supportdesk.selectors import context_history, turn_plan_record, turns_before
 from supportdesk.services import turn_finish, turn_status_set
 from supportdesk.turnlog import stage_logged
 
@@ -73,7 +73,7 @@ def planner_output_ensure(*, turn: Turn, verdict: Verdict) -> PlanRecord:
     language = turn.conversation.language
     text = turn.user_message.text
     earlier = turns_before(turn=turn)
-    previous = plan_record_get(turn_id=earlier[-1].pk) if earlier else None
+    previous = turn_plan_record(earlier[-1]) if earlier else None
     parent = previous if previous is not None and previous.final_action == "clarify" else None
     context = PlanningContext(
         verdict=verdict,

@@ -160,3 +160,13 @@ def test_a_missing_endpoint_is_reported_not_guessed(guard, settings, provider, s
     assert verdict.status == "failed_closed"
     assert "misconfigured" in verdict.error and setting in verdict.error
     assert guard.requests == []
+
+
+def test_guard_clients_are_built_once_per_configuration_and_reused(settings):
+    from guard.clients import guard_http_client, guard_openai_client
+
+    settings.GUARD_BASE_URL = "http://127.0.0.1:9/v1"
+    assert guard_openai_client() is guard_openai_client()  # one connection pool per process
+    assert guard_http_client() is guard_http_client()
+    settings.GUARD_BASE_URL = "http://127.0.0.1:10/v1"
+    assert str(guard_openai_client().base_url).startswith("http://127.0.0.1:10/v1")  # a new setting, a new client
