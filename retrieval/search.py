@@ -242,7 +242,8 @@ def _reranked(query: str, hits: list[ChunkHit]) -> list[ChunkHit]:
         return hits
     for hit, score in zip(candidates, scores, strict=True):
         hit.rerank_score = score
-    return sorted(candidates, key=lambda h: -(h.rerank_score or float("-inf"))) + hits[len(candidates):]
+    # Scores may be logits: 0.0 and negatives are real scores (``or`` would sink a 0.0 to the bottom).
+    return sorted(candidates, key=lambda h: -h.rerank_score) + hits[len(candidates):]
 
 
 def articles_group(hits: list[ChunkHit], *, seen_document_ids: set[int] | None = None) -> list[Article]:

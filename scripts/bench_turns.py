@@ -29,7 +29,6 @@ import asyncio
 import json
 import multiprocessing
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -44,6 +43,7 @@ django.setup()
 import httpx  # noqa: E402
 from websockets.asyncio.client import connect  # noqa: E402
 
+from devstack.processes import free_port  # noqa: E402
 from sgr.models import PlanRecord  # noqa: E402
 from supportdesk.celery import app as celery_app  # noqa: E402
 from supportdesk.models import Turn, TurnEvent  # noqa: E402
@@ -51,12 +51,6 @@ from tests.llm_stub import ScriptedLLM  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 ANSWER = " ".join(f"tok{i}" for i in range(24))
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class StubProcess:

@@ -83,6 +83,19 @@ def test_reranker_reorders_and_its_failure_keeps_the_fused_order(stub_embedder, 
     assert [h.chunk_id for h in hits] == fused and all(h.rerank_score is None for h in hits)
 
 
+def test_reranker_logit_scores_of_zero_and_below_keep_their_order(stub_embedder, write_files, settings):
+    kb_ingest_paths(paths=[str(write_files({"refunds.md": REFUNDS_EN, "more.md": "# Refunds FAQ\n\nRefunds refunds."}))])
+
+    def rerank(body: dict) -> tuple[int, dict]:
+        scores = [0.0 if "original payment" in doc else -2.5 for doc in body["documents"]]
+        return 200, {"results": [{"index": i, "relevance_score": s} for i, s in enumerate(scores)]}
+
+    stub_embedder.route("/v1/rerank", rerank)
+    settings.RETRIEVAL_RERANK_URL = stub_embedder.base_url + "/rerank"
+    hits = chunk_search_hybrid("refunds", k=5)
+    assert "original payment" in hits[0].text and [h.rerank_score for h in hits] == [0.0, -2.5]
+
+
 def test_reranker_is_off_by_default(stub_embedder, write_files):
     kb_ingest_paths(paths=[str(write_files({"refunds.md": REFUNDS_EN}))])
     chunk_search_hybrid("refunds", k=5)
