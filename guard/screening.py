@@ -16,6 +16,8 @@ import json
 import logging
 import time
 
+from django import db
+
 from guard.config import GuardConfig, guard_config
 from guard.decision import enforcement_decide, level_max
 from guard.errors import GuardProviderError
@@ -72,7 +74,10 @@ def _step_run(
     def call(timeout: float) -> Assessment:
         try:
             return provider.assess(text=text, kind=kind, language=language, prompt=prompt, timeout=timeout)
-        except GuardProviderError:
+        except (GuardProviderError, db.OperationalError, db.InterfaceError):
+            # A provider's own failure follows the fail mode; the platform's database out of reach
+            # (no pooled connection in time, PostgreSQL away) is no screening outcome at all: the
+            # caller's stage is retried.
             raise
         except Exception as exc:  # never let a provider bug turn into a pass or crash the stage
             logger.exception("guard provider %s raised", name)

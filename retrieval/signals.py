@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from django import db
 from django.core.exceptions import ImproperlyConfigured
 
 logger = logging.getLogger(__name__)
@@ -28,6 +29,8 @@ def kb_relevance(*, text: str, language: str) -> float | None:
         hits = chunk_search_hybrid(text, k=1, mode="vector", language=language, rerank=False)
     except ImproperlyConfigured:
         return None
+    except (db.OperationalError, db.InterfaceError):
+        raise  # the database itself out of reach: the planning stage is retried
     except Exception:  # a planning signal must never break the turn
         logger.exception("kb_relevance: search failed")
         return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 
+from django import db
 from django.conf import settings
 
 from retrieval.confidence import compute_retrieval_confidence, relevance
@@ -49,6 +50,8 @@ def search_kb(query: str | list[str], *, turn_id: int | None = None, language: s
     error = ""
     try:
         articles = articles_search(queries, k=k, filters=filters, language=language)
+    except (db.OperationalError, db.InterfaceError):
+        raise  # the platform's own database out of reach: the caller's stage is retried, nothing is recorded
     except Exception as exc:  # a failing tool must not fail the answer
         logger.exception("search_kb failed")
         articles, error = [], f"{type(exc).__name__}: {exc}"

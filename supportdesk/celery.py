@@ -14,28 +14,60 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 
+def worker_pool_waits(pool_cls: Any) -> bool:
+    """True for the pools that run many tasks in one process (threads, gevent, eventlet).
+
+    Their tasks wait on the model side by side, so they borrow database connections
+    from a capped pool instead of keeping one each; prefork and solo run one task per
+    process at a time and keep theirs.
+    """
+    from celery import concurrency
+
+    cls = concurrency.get_implementation(pool_cls) if isinstance(pool_cls, str) else pool_cls
+    return cls.__module__.rsplit(".", 1)[-1] in {"thread", "gevent", "eventlet"}
+
+
 @signals.worker_init.connect
-def worker_db_connections_persist(**kwargs: Any) -> None:
-    """Workers keep their database connection between tasks.
+def worker_db_connections_persist(sender: Any = None, **kwargs: Any) -> None:
+    """How a worker's tasks get their database connections.
 
     Celery's Django fix-up closes every connection around every task unless
     ``CELERY_DB_REUSE_MAX`` is set: a new PostgreSQL connection per stage (~6 ms
-    each). With it set, a worker's connections live ``WORKER_DB_CONN_MAX_AGE``
-    seconds, are health-checked before reuse, and Django's own rule (obsolete,
-    broken or left mid-transaction: close) runs around each task, as it does
-    around each web request. Runs in the worker's main process, before the pool
-    starts, so prefork children and thread pools inherit it; eager tasks in other
-    processes are unaffected.
+    each). With it set, Django's own rule (obsolete, broken or left mid-transaction:
+    close) runs around each task, as it does around each web request, and:
+
+    - a prefork or solo worker keeps one connection per process for
+      ``WORKER_DB_CONN_MAX_AGE`` seconds, health-checked before reuse;
+    - a threads or gevent worker, where hundreds of stages wait on the model at once,
+      borrows from one psycopg pool of at most ``WORKER_DB_POOL_MAX_SIZE`` connections:
+      a stage returns its connection while it waits (``supportdesk.dbwait``), so the
+      cap holds under any load.
+
+    Runs in the worker's main process, before the pool starts, so prefork children
+    and thread pools inherit it; eager tasks in other processes are unaffected.
     """
     from django.conf import settings
     from django.db import close_old_connections
 
+    shared = sender is not None and worker_pool_waits(getattr(sender, "pool_cls", "prefork"))
     for database in settings.DATABASES.values():
         options = database.setdefault("OPTIONS", {})
-        options.pop("pool", None)  # a pool per forked child would only churn
         options.setdefault("application_name", "supportdesk-worker")  # named in pg_stat_activity
-        database["CONN_MAX_AGE"] = settings.WORKER_DB_CONN_MAX_AGE
-        database["CONN_HEALTH_CHECKS"] = True
+        if shared:
+            options["pool"] = {
+                "min_size": min(settings.WORKER_DB_POOL_MIN_SIZE, settings.WORKER_DB_POOL_MAX_SIZE),
+                "max_size": settings.WORKER_DB_POOL_MAX_SIZE,
+                "timeout": settings.WORKER_DB_POOL_TIMEOUT,
+            }
+            database["CONN_MAX_AGE"] = 0  # pooled: "closing" returns the connection to the pool
+            # A stage borrows a connection for each burst of queries (every streamed token is one):
+            # no health-check round trip per borrow. The pool drops a connection that went bad when
+            # it comes back, and a stage that meets one is requeued (supportdesk.tasks).
+            database["CONN_HEALTH_CHECKS"] = False
+        else:
+            database["CONN_HEALTH_CHECKS"] = True
+            options.pop("pool", None)  # a pool per forked child would only churn
+            database["CONN_MAX_AGE"] = settings.WORKER_DB_CONN_MAX_AGE
 
     def connections_tidy(**_: Any) -> None:
         close_old_connections()
@@ -53,4 +85,7 @@ def worker_db_connections_close(**kwargs: Any) -> None:
     from supportdesk.events import turn_events_flush
 
     turn_events_flush()
-    connections.close_all()
+    for connection in connections.all():
+        connection.close()
+        if connection.settings_dict.get("OPTIONS", {}).get("pool"):
+            connection.close_pool()  # the pooled sessions end now, not when PostgreSQL notices

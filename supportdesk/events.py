@@ -3,14 +3,15 @@
 Every event a customer can see goes through :func:`turn_event_emit`, so a widget
 that reconnects can replay exactly what it missed from the database.
 
-Pushing is asynchronous but ordered: each process sends its events to the
-channel layer from one queue, in the order they were committed, without making
-the stage wait on Redis. Across processes a later event may overtake an earlier
-one, and a push may be lost; the consumer fills any gap in the sequence from
-the database (``supportdesk.consumers``), so a customer still gets every event
-once, in order. :func:`turn_events_flush` waits for this process's queue: after
-a turn's first token (time to first token), when a turn ends (no later event
-would reveal a lost push) and when a worker shuts down.
+Pushing is asynchronous but ordered: each process sends a conversation's events
+to the channel layer in the order they were committed (conversations side by
+side), without making the stage wait on Redis. Across processes a later event
+may overtake an earlier one, and a push may be lost; the consumer fills any gap
+in the sequence from the database (``supportdesk.consumers``), so a customer
+still gets every event once, in order. :func:`turn_events_flush` waits for this
+process's sends (of one conversation): after a turn's first token (time to first
+token), when a turn ends (no later event would reveal a lost push) and, for all
+of them, when a worker shuts down.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import json
 import logging
 import os
 import threading
+from collections import deque
 from typing import Any
 
 from channels.layers import get_channel_layer
@@ -68,65 +70,90 @@ def turn_event_emit(*, turn: Turn, type: str, payload: dict[str, Any] | None = N
     event._state.adding = False
     event._state.db = connection.alias
     frame = event.as_frame()
-    transaction.on_commit(lambda: _broadcaster().send(conversation_group(public_id), frame))
+    conversation_id = turn.conversation_id
+    transaction.on_commit(lambda: _broadcaster().send(conversation_id, conversation_group(public_id), frame))
     return event
 
 
-def turn_events_flush(timeout: float = BROADCAST_TIMEOUT) -> bool:
-    """Wait until this process has sent every committed event; False if that took too long."""
+def turn_events_flush(*, conversation_id: int | None = None, timeout: float = BROADCAST_TIMEOUT) -> bool:
+    """Wait until this process has sent every committed event (of one conversation, when given);
+    False if that took too long."""
     broadcaster = _current
-    return broadcaster is None or broadcaster.pid != os.getpid() or broadcaster.flush(timeout)
+    return broadcaster is None or broadcaster.pid != os.getpid() or broadcaster.flush(conversation_id, timeout)
 
 
 class _Broadcaster:
-    """An event loop thread that sends queued frames to the channel layer one at a time, in order.
+    """An event loop thread that sends queued frames to the channel layer: in order within a
+    conversation, conversations side by side (a worker running hundreds of turns at once must not
+    queue one customer's tokens behind everyone else's).
 
     One per process (recreated after a fork: Celery's prefork children get their own),
-    so the channel layer's Redis connection is reused (``async_to_sync`` would open one
+    so the channel layer's Redis connections are reused (``async_to_sync`` would open one
     per call).
     """
+
+    MAX_SENDS = 64  # group_sends in flight at once
 
     def __init__(self) -> None:
         self.pid = os.getpid()
         self.loop = asyncio.new_event_loop()
-        self._queue: asyncio.Queue[tuple[str, dict[str, Any]]] | None = None
-        self._pending = 0
+        self._pending: dict[int, int] = {}  # conversation -> frames not yet sent (any thread, under _idle)
         self._idle = threading.Condition()
+        self._waiting: dict[int, deque[tuple[str, dict[str, Any]]]] = {}  # loop thread only
+        self._sends: asyncio.Semaphore | None = None
         ready = threading.Event()
         threading.Thread(target=self._run, args=(ready,), name="turn-event-broadcast", daemon=True).start()
         ready.wait()
 
     def _run(self, ready: threading.Event) -> None:
         asyncio.set_event_loop(self.loop)
-        self._queue = asyncio.Queue()
-        self.loop.create_task(self._send_all())
+        self._sends = asyncio.Semaphore(self.MAX_SENDS)
         ready.set()
         self.loop.run_forever()
 
-    def send(self, group: str, frame: dict[str, Any]) -> None:
+    def send(self, conversation_id: int, group: str, frame: dict[str, Any]) -> None:
         with self._idle:
-            self._pending += 1
-        self.loop.call_soon_threadsafe(self._queue.put_nowait, (group, frame))  # type: ignore[union-attr]
+            self._pending[conversation_id] = self._pending.get(conversation_id, 0) + 1
+        self.loop.call_soon_threadsafe(self._enqueue, conversation_id, group, frame)
 
-    def flush(self, timeout: float) -> bool:
+    def flush(self, conversation_id: int | None, timeout: float) -> bool:
+        def sent() -> bool:
+            return not self._pending if conversation_id is None else conversation_id not in self._pending
+
         with self._idle:
-            return self._idle.wait_for(lambda: self._pending == 0, timeout)
+            return self._idle.wait_for(sent, timeout)
 
-    async def _send_all(self) -> None:
-        assert self._queue is not None
-        while True:
-            group, frame = await self._queue.get()
+    def _enqueue(self, conversation_id: int, group: str, frame: dict[str, Any]) -> None:
+        waiting = self._waiting.get(conversation_id)
+        if waiting is not None:  # that conversation's sender is running: it takes this one next
+            waiting.append((group, frame))
+            return
+        self._waiting[conversation_id] = deque([(group, frame)])
+        self.loop.create_task(self._send_in_order(conversation_id))
+
+    async def _send_in_order(self, conversation_id: int) -> None:
+        waiting = self._waiting[conversation_id]
+        assert self._sends is not None
+        while waiting:
+            group, frame = waiting[0]  # stays queued while it is sent, so later frames wait behind it
             try:
                 layer = get_channel_layer()
                 if layer is not None:  # no channel layer configured: events are still stored
-                    message = {"type": "turn.event", "frame": frame}
-                    await asyncio.wait_for(layer.group_send(group, message), BROADCAST_TIMEOUT)
+                    async with self._sends:
+                        message = {"type": "turn.event", "frame": frame}
+                        await asyncio.wait_for(layer.group_send(group, message), BROADCAST_TIMEOUT)
             except Exception:  # stored all the same: a client gets it on its next (re)connect
                 logger.exception("could not push event seq %s to %s", frame.get("seq"), group)
             finally:
+                waiting.popleft()
                 with self._idle:
-                    self._pending -= 1
+                    left = self._pending[conversation_id] - 1
+                    if left:
+                        self._pending[conversation_id] = left
+                    else:
+                        del self._pending[conversation_id]
                     self._idle.notify_all()
+        del self._waiting[conversation_id]
 
 
 _current: _Broadcaster | None = None

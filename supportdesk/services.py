@@ -121,7 +121,7 @@ def turn_fail(*, turn: Turn, stage: str, code: str, detail: str = "", message_ke
             payload={"code": code, "stage": stage, "message": ui_string(message_key, language)},
         )
         turn_event_emit(turn=turn, type="done", payload={"status": turn.status})
-        transaction.on_commit(turn_events_flush)  # as in turn_finish
+        transaction.on_commit(lambda: turn_events_flush(conversation_id=turn.conversation_id))  # as in turn_finish
 
 
 def turn_finish(*, turn: Turn, status: str, also: tuple[str, ...] = ()) -> None:
@@ -133,7 +133,7 @@ def turn_finish(*, turn: Turn, status: str, also: tuple[str, ...] = ()) -> None:
         turn_event_emit(turn=turn, type="done", payload={"status": status})
         # The end goes out now: no later event would reveal a lost push, and the stage's
         # remaining work (records, diagnostics) must not hold it up.
-        transaction.on_commit(turn_events_flush)
+        transaction.on_commit(lambda: turn_events_flush(conversation_id=turn.conversation_id))
 
 
 def turn_diagnostics_merge(*, turn_id: int, path: tuple[str, ...], value: object) -> None:

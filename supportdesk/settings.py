@@ -106,9 +106,14 @@ WHITENOISE_USE_FINDERS = env.bool("WHITENOISE_USE_FINDERS", default=True)
 # --- Redis: Celery broker and the Channels layer --------------------------------
 REDIS_URL = env.str("REDIS_URL", default="redis://127.0.0.1:63799/0")
 
+# `pubsub` (default): a group_send is one PUBLISH and each web process holds one subscription,
+# the cheapest per streamed event (measured, docs/benchmarks.md); a push lost to a Redis hiccup
+# is filled from the event store by the consumer. `list`: channels_redis' sorted-set layer.
+CHANNEL_LAYER = env.str("CHANNEL_LAYER", default="pubsub")
 CHANNEL_LAYERS = {
     "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "BACKEND": {"pubsub": "channels_redis.pubsub.RedisPubSubChannelLayer",
+                    "list": "channels_redis.core.RedisChannelLayer"}[CHANNEL_LAYER],
         # The layer blocks on Redis for 5 s at a time (BZPOPMIN); redis-py's default socket
         # timeout is also 5 s, which drops idle websockets. Give reads a longer timeout.
         "CONFIG": {
@@ -136,6 +141,12 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Celery recycles it after this many tasks, Django after WORKER_DB_CONN_MAX_AGE seconds.
 CELERY_DB_REUSE_MAX = env.int("CELERY_DB_REUSE_MAX", default=1000)
 WORKER_DB_CONN_MAX_AGE = env.int("WORKER_DB_CONN_MAX_AGE", default=600)
+# A threads (or gevent) worker runs many stages at once: they share one capped pool of
+# connections per worker process, held only while a stage talks to the database (never
+# while it waits on the model). A stage that cannot get one in time goes back to the queue.
+WORKER_DB_POOL_MIN_SIZE = env.int("WORKER_DB_POOL_MIN_SIZE", default=2)
+WORKER_DB_POOL_MAX_SIZE = env.int("WORKER_DB_POOL_MAX_SIZE", default=10)
+WORKER_DB_POOL_TIMEOUT = env.float("WORKER_DB_POOL_TIMEOUT", default=30.0)
 # Hard and soft limits per stage task, seconds.
 CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=300)
 CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=240)
@@ -285,3 +296,5 @@ LOGGING = {
 # --- Stage retries (transient LLM failures) -----------------------------------------
 STAGE_MAX_RETRIES = env.int("STAGE_MAX_RETRIES", default=2)
 STAGE_RETRY_BACKOFF = env.float("STAGE_RETRY_BACKOFF", default=2.0)
+# Requeues of a stage that found no database connection (pool at its cap, PostgreSQL away).
+STAGE_DB_MAX_RETRIES = env.int("STAGE_DB_MAX_RETRIES", default=10)

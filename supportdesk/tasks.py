@@ -16,6 +16,7 @@ from celery import Task, chain, shared_task
 from django.conf import settings
 
 from sgr.cache import content_generation_pinned
+from supportdesk.dbwait import DATABASE_BUSY
 from supportdesk.llm import LLMStreamInterrupted
 from supportdesk.selectors import turn_get_for_stage
 from supportdesk.services import turn_fail
@@ -36,8 +37,15 @@ STAGE_TASK_OPTIONS = {"bind": True, "acks_late": True, "reject_on_worker_lost": 
 
 
 def stage_execute(task: Task, turn_id: int, stage: str, run: Callable[..., None]) -> None:
-    with content_generation_pinned():  # templates and strings: one snapshot per stage
-        stage_run_guarded(task, turn_id, stage, run)
+    try:
+        with content_generation_pinned():  # templates and strings: one snapshot per stage
+            stage_run_guarded(task, turn_id, stage, run)
+    except DATABASE_BUSY as exc:
+        # The turn keeps its status (the customer sees it queued, or at its stage); stages are
+        # idempotent, so the retry picks up where this one stopped.
+        logger.warning("stage %s of turn %s found no database connection (%s); back to the queue", stage, turn_id, exc)
+        countdown = min(30.0, settings.STAGE_RETRY_BACKOFF * (2**task.request.retries))
+        raise task.retry(exc=exc, countdown=countdown, max_retries=settings.STAGE_DB_MAX_RETRIES) from exc
 
 
 def stage_run_guarded(task: Task, turn_id: int, stage: str, run: Callable[..., None]) -> None:
@@ -56,6 +64,8 @@ def stage_run_guarded(task: Task, turn_id: int, stage: str, run: Callable[..., N
             countdown = settings.STAGE_RETRY_BACKOFF * (2**task.request.retries)
             raise task.retry(exc=exc, countdown=countdown) from exc
         turn_fail(turn=turn, stage=stage, code="llm_unavailable", detail=f"{type(exc).__name__}: {exc}")
+    except DATABASE_BUSY:
+        raise  # no connection: failing the turn would need one too (stage_execute requeues it)
     except Exception as exc:  # a stage bug or bad data must not kill the worker or lose the turn
         logger.exception("stage %s of turn %s failed", stage, turn_id)
         turn.refresh_from_db()

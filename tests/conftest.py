@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -20,6 +21,7 @@ import pytest
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
 
+from devstack.workers import WorkerSpec, worker_argv, worker_env, worker_specs
 from tests.llm_stub import ScriptedLLM
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -100,13 +102,44 @@ def _database_url() -> str:
     return f"postgres://{auth}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
 
 
+def worker_start(spec: WorkerSpec, env: dict[str, str], log_path: Path, name: str) -> subprocess.Popen:
+    """One Celery worker of the run command's layout (``devstack.workers``), its output in ``log_path``."""
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(worker_argv(spec, name=name), env=worker_env(env), cwd=ROOT, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    proc.log_path = log_path  # type: ignore[attr-defined]
+    return proc
+
+
+def workers_ready(app: Any, procs: list[subprocess.Popen], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while len(app.control.ping(timeout=0.5)) < len(procs):
+        for proc in procs:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                for each in procs:
+                    each.kill()
+                raise RuntimeError(f"Celery worker did not start:\n{proc.log_path.read_text()[-3000:]}")
+
+
+def workers_stop(procs: list[subprocess.Popen]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
 @pytest.fixture(scope="session")
 def celery_worker(django_db_setup: None, llm_server: ScriptedLLM,
                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[subprocess.Popen]:
-    """A real Celery worker process on all stage queues, against the test database."""
+    """The run command's workers against the test database: one stage worker (threads pool) and
+    the ingest worker (prefork). Yields the stage worker."""
     from supportdesk.celery import app
 
-    log_path = tmp_path_factory.mktemp("worker") / "celery.log"
+    log_dir = tmp_path_factory.mktemp("worker")
     env = {
         **os.environ,
         "DATABASE_URL": _database_url(),
@@ -114,26 +147,15 @@ def celery_worker(django_db_setup: None, llm_server: ScriptedLLM,
         "LLM_TIMEOUT": "10",
         "STAGE_RETRY_BACKOFF": "0.1",
         "DJANGO_SETTINGS_MODULE": "supportdesk.settings",
+        "SD_WORKER_PROCESSES": "1",
     }
     app.control.purge()
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "supportdesk", "worker", "-Q", "guard,sgr,answer,ingest",
-             "-c", "2", "--loglevel", "INFO", "-n", f"test-{os.getpid()}@%h"],
-            env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )
-    deadline = time.monotonic() + 60
-    while not app.control.ping(timeout=0.5):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError(f"Celery worker did not start:\n{log_path.read_text()[-3000:]}")
-    proc.log_path = log_path  # type: ignore[attr-defined]
-    yield proc
-    proc.terminate()
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    stages, ingest = worker_specs(env)
+    procs = [worker_start(stages, env, log_dir / "celery.log", f"test-{os.getpid()}"),
+             worker_start(ingest, env, log_dir / "ingest.log", f"test-{os.getpid()}")]
+    workers_ready(app, procs)
+    yield procs[0]
+    workers_stop(procs)
 
 
 def wait_for_turn(turn_id: int, timeout: float = 30.0) -> Any:

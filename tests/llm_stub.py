@@ -73,6 +73,10 @@ class ScriptedLLM:
         self.requests: list[Recorded] = []
         self.plan_args: dict[str, Any] = dict(DEFAULT_PLAN_ARGS)
         self.answer_text = DEFAULT_ANSWER
+        self.plan_delay = 0.0  # default replies: seconds before a non-streamed reply (a real model plans for seconds)
+        self.chunk_delay = 0.0  # default replies: seconds between streamed chunks
+        self.in_flight = 0  # chat completions being answered now
+        self.most_in_flight = 0  # the most at once since the last reset
         self.embedding_dim = 384
         self.port = 0
         self._server: ThreadingHTTPServer | None = None
@@ -119,6 +123,17 @@ class ScriptedLLM:
             self.requests.clear()
             self.plan_args = dict(DEFAULT_PLAN_ARGS)
             self.answer_text = DEFAULT_ANSWER
+            self.plan_delay = self.chunk_delay = 0.0
+            self.most_in_flight = self.in_flight
+
+    def _chat_started(self) -> None:
+        with self._lock:
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+
+    def _chat_ended(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
 
     # --- scripting ---------------------------------------------------------------------
     def push(self, *replies: Reply) -> None:
@@ -154,10 +169,12 @@ class ScriptedLLM:
             name = body["tools"][0]["function"]["name"]
             if isinstance(tool_choice, dict):
                 name = tool_choice["function"]["name"]
-            return Reply(tool_calls=[{"name": name, "arguments": json.dumps(self.plan_args)}])
+            return Reply(tool_calls=[{"name": name, "arguments": json.dumps(self.plan_args)}], delay=self.plan_delay)
         if body.get("response_format", {}).get("type") in ("json_schema", "json_object"):
-            return Reply(content=json.dumps(self.plan_args))
-        return Reply(content=self.answer_text)
+            return Reply(content=json.dumps(self.plan_args), delay=self.plan_delay)
+        if body.get("stream"):
+            return Reply(content=self.answer_text, chunk_delay=self.chunk_delay)
+        return Reply(content=self.answer_text, delay=self.plan_delay)
 
 
 class _QuietServer(ThreadingHTTPServer):
@@ -243,6 +260,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(404, {"error": {"message": f"no scripted route for {path}"}})
 
     def _chat(self, body: dict[str, Any]) -> None:
+        self.owner._chat_started()
+        try:
+            self._chat_answer(body)
+        finally:
+            self.owner._chat_ended()
+
+    def _chat_answer(self, body: dict[str, Any]) -> None:
         reply = self.owner._next_reply() or self.owner.default_reply(body)
         if reply.delay:
             time.sleep(reply.delay)

@@ -13,6 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from supportdesk.dbwait import DATABASE_BUSY
+
 logger = logging.getLogger(__name__)
 
 TOOL_NAME = "search_kb"
@@ -68,6 +70,8 @@ def kb_search(*, query: str, turn_id: int, language: str) -> KbResult:
         return KbResult(query=query, error="knowledge base not installed")
     try:
         result = search_kb(query, turn_id=turn_id, language=language)
+    except DATABASE_BUSY:
+        raise  # no connection to be had: the stage goes back to the queue (supportdesk.tasks)
     except Exception as exc:  # a broken index must not fail the turn: the model answers without it
         logger.exception("search_kb failed for turn %s", turn_id)
         return KbResult(query=query, error=f"{type(exc).__name__}: {exc}")

@@ -105,7 +105,7 @@ def token_emit(*, turn: Turn, text: str) -> None:
     turn_event_emit(turn=turn, type="token", payload={"text": text})
     if first:
         turn._token_emitted = True  # type: ignore[attr-defined]
-        turn_events_flush()
+        turn_events_flush(conversation_id=turn.conversation_id)
 
 
 def answer_restart_clear(*, turn: Turn) -> None:

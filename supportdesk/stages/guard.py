@@ -14,6 +14,7 @@ from guard.services import guard_check_record
 from sgr.records import plan_record_save
 from sgr.render import guardian_block_render
 from sgr.strings import ui_string
+from supportdesk.dbwait import db_connection_release
 from supportdesk.events import turn_event_emit
 from supportdesk.models import Turn
 from supportdesk.services import turn_fail, turn_finish, turn_status_set
@@ -27,7 +28,9 @@ def guard_stage_run(*, turn: Turn) -> None:
     with stage_logged(turn.pk, "guard") as log:
         if turn.status == Turn.Status.QUEUED:
             turn_status_set(turn=turn, status=Turn.Status.GUARDING)
-        verdict = message_screen(text=turn.user_message.text, language=language)
+        text = turn.user_message.text
+        db_connection_release()  # a model guard may take seconds: don't hold a connection meanwhile
+        verdict = message_screen(text=text, language=language)
         log.outcome = verdict.status
         with transaction.atomic():
             turn.guard_result = verdict.model_dump(mode="json")

@@ -21,6 +21,7 @@ from sgr.render import outputs_render
 from sgr.routing import route
 from sgr.schema import Plan
 from sgr.strings import ui_string
+from supportdesk.dbwait import DATABASE_BUSY, db_connection_release
 from supportdesk.events import turn_event_emit
 from supportdesk.llm import llm_client
 from supportdesk.models import Turn
@@ -52,6 +53,8 @@ def kb_relevance_measure(*, text: str, language: str) -> float | None:
     """The retrieval signal for routing; a failing knowledge base means "unknown", never a failed turn."""
     try:
         value = kb_relevance(text=text, language=language)
+    except DATABASE_BUSY:
+        raise  # no connection to be had: the stage goes back to the queue (supportdesk.tasks)
     except Exception:
         logger.exception("kb_relevance failed; planning with unknown relevance")
         return None
@@ -82,6 +85,7 @@ def planner_output_ensure(*, turn: Turn, verdict: Verdict) -> PlanRecord:
         previous_clarification=clarification_asked(parent, language) if parent else "",
     )
     messages = [*context_history(turn=turn, earlier=earlier), {"role": "user", "content": text}]
+    db_connection_release()  # the model takes seconds: the connection serves other stages meanwhile
     outcome = plan_request(client=llm_client(), messages=messages, context=context, message_text=text)
     return plan_record_planner_save(
         turn_id=turn.pk,

@@ -19,10 +19,11 @@ import pytest
 from celery import Celery, chain
 from django.conf import settings
 
+from devstack.workers import worker_specs
 from sgr.models import PlanRecord
-from supportdesk.models import Turn
+from supportdesk.models import Turn, TurnEvent
 from supportdesk.services import conversation_create, message_receive
-from tests.conftest import ROOT, _database_url
+from tests.conftest import ROOT, _database_url, worker_start, workers_stop
 from tests.llm_stub import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -51,24 +52,33 @@ def _until(predicate, timeout: float, what: str) -> None:
         time.sleep(0.1)
 
 
-def test_a_stage_whose_worker_died_is_finished_by_another_worker(llm, no_enqueue, tmp_path):
-    plan = json.dumps(llm.plan_args)
-    llm.push(Reply(tool_calls=[{"name": "analyse_user_request", "arguments": plan}], delay=60))  # hangs
-    turn = message_receive(conversation=conversation_create().conversation, text="How do I reset my password?")
+def _isolated(llm) -> tuple[dict[str, str], Celery]:
+    """Worker settings and a Celery app on a Redis database of their own, with a short visibility timeout."""
     broker = _own_redis_db(settings.REDIS_URL)
     env = {**os.environ, "DATABASE_URL": _database_url(), "REDIS_URL": broker, "CELERY_BROKER_URL": broker,
            "LLM_BASE_URL": llm.base_url, "LLM_TIMEOUT": "90", "CELERY_TASK_TIME_LIMIT": "4",
            "CELERY_TASK_SOFT_TIME_LIMIT": "3", "CELERY_VISIBILITY_TIMEOUT": str(VISIBILITY), "CELERY_RESTORE_INTERVAL": "1",
-           "DJANGO_SETTINGS_MODULE": "supportdesk.settings"}
-    app = Celery("worker-lost-test", broker=broker)
+           "DJANGO_SETTINGS_MODULE": "supportdesk.settings", "SD_WORKER_PROCESSES": "1"}
+    app = Celery("worker-lost-test", broker=broker, set_as_current=False)
     app.conf.task_routes = settings.CELERY_TASK_ROUTES
     app.control.purge()
+    return env, app
+
+
+def _pipeline_send(app: Celery, turn_id: int) -> None:
+    stages = [app.signature(f"supportdesk.turn.{name}", args=[turn_id], immutable=True) for name in ("guard", "sgr", "answer")]
+    chain(*stages).apply_async()
+
+
+def test_a_stage_whose_worker_died_is_finished_by_another_worker(llm, no_enqueue, tmp_path):
+    plan = json.dumps(llm.plan_args)
+    llm.push(Reply(tool_calls=[{"name": "analyse_user_request", "arguments": plan}], delay=60))  # hangs
+    turn = message_receive(conversation=conversation_create().conversation, text="How do I reset my password?")
+    env, app = _isolated(llm)
     doomed = _worker(env, "doomed", tmp_path / "doomed.log")
     rescuer = None
     try:
-        stages = [app.signature(f"supportdesk.turn.{name}", args=[turn.pk], immutable=True)
-                  for name in ("guard", "sgr", "answer")]
-        chain(*stages).apply_async()
+        _pipeline_send(app, turn.pk)
         _until(lambda: len(llm.chat_requests()) == 1, 60, "the planning call")
         os.killpg(doomed.pid, signal.SIGKILL)  # the worker and its pool die mid-stage, nothing is acknowledged
         doomed.wait(10)
@@ -87,3 +97,41 @@ def test_a_stage_whose_worker_died_is_finished_by_another_worker(llm, no_enqueue
     assert done.answer_text == llm.answer_text
     assert len(llm.chat_requests()) == 3  # the hung plan, the plan again, the answer
     assert PlanRecord.objects.filter(turn=done).count() == 1
+
+
+def test_many_turns_waiting_on_the_model_when_a_threads_worker_dies_each_complete_once(llm, no_enqueue, tmp_path):
+    """The run command's stage worker (one process, many threads) is killed while ten turns wait on
+    their planning calls; a new worker is handed all ten and finishes each exactly once."""
+    plan = json.dumps(llm.plan_args)
+    llm.push(*[Reply(tool_calls=[{"name": "analyse_user_request", "arguments": plan}], delay=60) for _ in range(10)])
+    turns = [message_receive(conversation=conversation_create().conversation, text=f"Question {i}: my password?")
+             for i in range(10)]
+    env, app = _isolated(llm)
+    stages = worker_specs(env)[0]
+    assert stages.pool == "threads"
+    doomed = worker_start(stages, env, tmp_path / "doomed.log", "doomed")
+    rescuer = None
+    try:
+        for turn in turns:
+            _pipeline_send(app, turn.pk)
+        _until(lambda: len(llm.chat_requests()) == 10, 60, "ten planning calls at once")
+        os.killpg(doomed.pid, signal.SIGKILL)  # the whole worker, every waiting stage with it
+        doomed.wait(10)
+        assert set(Turn.objects.filter(pk__in=[t.pk for t in turns]).values_list("status", flat=True)) == {Turn.Status.PLANNING}
+
+        rescuer = worker_start(stages, env, tmp_path / "rescuer.log", "rescuer")
+        _until(lambda: all(t.is_finished for t in Turn.objects.filter(pk__in=[t.pk for t in turns])), 120,
+               "every turn to finish")
+    finally:
+        workers_stop([p for p in (doomed, rescuer) if p is not None])
+        app.control.purge()
+    for turn in turns:
+        done = Turn.objects.get(pk=turn.pk)
+        assert done.status == Turn.Status.DONE, (done.status, done.error_code, done.error_detail)
+        assert done.answer_text == llm.answer_text
+        assert PlanRecord.objects.filter(turn=done).count() == 1
+        events = list(TurnEvent.objects.filter(turn=done).order_by("seq"))
+        assert [e.type for e in events].count("done") == 1 and [e.type for e in events].count("answer") == 1
+        seqs = [e.seq for e in TurnEvent.objects.filter(conversation=done.conversation).order_by("seq")]
+        assert seqs == list(range(1, len(seqs) + 1))
+    assert len(llm.chat_requests()) == 30  # ten hung plans, ten plans again, ten answers
