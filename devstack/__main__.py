@@ -2,9 +2,10 @@
 
 run  - starts PostgreSQL+pgvector, Redis, llama-server (unless LLM_BASE_URL is set),
        migrates, creates the demo staff account, loads the demo knowledge base, then
-       runs a Celery worker and the ASGI server until Ctrl-C / SIGTERM.
+       runs the Celery workers (devstack.workers) and the ASGI server until
+       Ctrl-C / SIGTERM.
 test - starts a throw-away PostgreSQL and Redis on free ports and runs pytest
-       against them; the tests start their own Celery worker.
+       against them; the tests start their own Celery workers.
 bench SCRIPT [ARGS] - the same throw-away services, migrated, then runs a
        benchmark script (``python SCRIPT ARGS``) that prints its numbers.
 """
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from devstack.processes import ProcessGroup, StackError, free_port, require_port, say, tcp_ready, wait_until
 from devstack.services import browser_ensure, llm_start, postgres_start, redis_start
+from devstack.workers import worker_argv, worker_env, worker_specs
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / ".data"
@@ -82,13 +84,9 @@ def run() -> int:
             say(f"using the LLM endpoint at {env['LLM_BASE_URL']}")
         _manage("migrate", "--noinput", env=env)
         _manage("demo_setup", env=env)
-        group.start(
-            "celery",
-            [sys.executable, "-m", "celery", "-A", "supportdesk", "worker", "-Q", "guard,sgr,answer,ingest",
-             "-c", env.get("SD_WORKER_CONCURRENCY", "2"), "--loglevel", "INFO"],
-            env=env,
-            cwd=ROOT,
-        )
+        for spec in worker_specs(env):
+            group.start(f"worker-{spec.role}", worker_argv(spec, name="supportdesk"), env=worker_env(env), cwd=ROOT)
+            say(f"Celery worker '{spec.role}': queues {spec.queues}, {spec.pool} pool x {spec.concurrency}")
         web = group.start(
             "web",
             [sys.executable, "-m", "uvicorn", "supportdesk.asgi:application", "--host",
