@@ -1,13 +1,23 @@
 """Benchmark of full customer turns through the real stack (not a test: it prints numbers).
 
 Run: ./sd bench scripts/bench_turns.py [--sequential 30] [--concurrent 50] [--flood 200]
+         [--llm-plan-delay 1.5] [--llm-chunk-delay 0.05] [--answer-chunks 24] [--ingest-chunks 200]
 
-Starts the scripted OpenAI-compatible LLM (tests/llm_stub.py), a Celery worker
-(-c 2, all stage queues) and uvicorn serving the ASGI app, against the throw-away
-PostgreSQL and Redis of ``./sd bench``. Each simulated customer creates a
-conversation over REST, opens the websocket and sends one question; every turn
-is a full normal turn: guardian (rules) -> SGR plan (one LLM call) -> answer
-agent (one streamed LLM call, 24 tokens).
+Starts the scripted OpenAI-compatible LLM (tests/llm_stub.py), the Celery workers of
+the run command (``devstack.workers``: the stage queues in a threads pool, ingestion in
+a prefork worker of its own; ``SD_WORKER_POOL`` / ``SD_WORKER_CONCURRENCY`` compare
+other layouts) and uvicorn serving the ASGI app, against the throw-away PostgreSQL and
+Redis of ``./sd bench``. Each simulated customer creates a conversation over REST,
+opens the websocket and sends one question; every turn is a full normal turn:
+guardian (rules) -> SGR plan (one LLM call) -> answer agent (one streamed LLM call,
+``--answer-chunks`` chunks).
+
+By default the scripted LLM answers at once, which measures the platform alone. A real
+model takes seconds: ``--llm-plan-delay`` waits before each non-streamed reply and
+``--llm-chunk-delay`` between streamed chunks, so stages really wait on the model
+(1.5 s and 0.05 s with 24 chunks: about 2.7 s of model time per turn).
+With ``--ingest-chunks N`` the concurrent burst runs twice: alone, then while a
+staff upload of about N chunks is ingested by the ingest worker.
 
 Reported:
 - platform overhead per turn: wall time at the client (message sent -> ``done``)
@@ -17,7 +27,9 @@ Reported:
   the stub wrote the first answer chunk), p50/p95: the streaming path
   (openai client -> event row -> Redis group -> consumer -> websocket);
 - dropped and duplicated events: each client's received sequence numbers against
-  the events stored for its conversation.
+  the events stored for its conversation;
+- turns completed per minute (first message sent to last ``done``) and the most
+  PostgreSQL sessions seen at once (all, and the workers' own), sampled every 20 ms.
 The client is a websocket client in this process, standing in for the browser;
 the scripted LLM runs in a process of its own.
 """
@@ -29,8 +41,10 @@ import asyncio
 import json
 import multiprocessing
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -43,14 +57,18 @@ django.setup()
 import httpx  # noqa: E402
 from websockets.asyncio.client import connect  # noqa: E402
 
+from django.db import connection  # noqa: E402
+
 from devstack.processes import free_port  # noqa: E402
+from devstack.workers import worker_argv, worker_env, worker_specs  # noqa: E402
+from retrieval.models import Upload  # noqa: E402
+from retrieval.uploads import upload_create  # noqa: E402
 from sgr.models import PlanRecord  # noqa: E402
 from supportdesk.celery import app as celery_app  # noqa: E402
 from supportdesk.models import Turn, TurnEvent  # noqa: E402
 from tests.llm_stub import ScriptedLLM  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-ANSWER = " ".join(f"tok{i}" for i in range(24))
 
 
 class StubProcess:
@@ -58,11 +76,12 @@ class StubProcess:
     share this process's interpreter lock with the clients whose receive times are measured.
     (CLOCK_MONOTONIC is system-wide, so its timestamps compare with this process's.)"""
 
-    def __init__(self, answer_text: str) -> None:
+    def __init__(self, answer_text: str, plan_delay: float, chunk_delay: float) -> None:
         context = multiprocessing.get_context("fork")
         self._conn, child = context.Pipe()
-        self._proc = context.Process(target=_stub_serve, args=(child, answer_text), daemon=True)
+        self._proc = context.Process(target=_stub_serve, args=(child, answer_text, plan_delay, chunk_delay), daemon=True)
         self._proc.start()
+        self.pid = self._proc.pid
         self.base_url: str = self._conn.recv()
 
     def first_chunks(self) -> dict[str, float]:
@@ -75,9 +94,10 @@ class StubProcess:
         self._proc.join(10)
 
 
-def _stub_serve(conn: Any, answer_text: str) -> None:
+def _stub_serve(conn: Any, answer_text: str, plan_delay: float, chunk_delay: float) -> None:
     stub = ScriptedLLM()
     stub.answer_text = answer_text
+    stub.plan_delay, stub.chunk_delay = plan_delay, chunk_delay
     stub.start()
     conn.send(stub.base_url)
     while (command := conn.recv()) != "stop":
@@ -97,21 +117,23 @@ def start_stack(stub: StubProcess, log_dir: Path) -> tuple[list[subprocess.Popen
     log_dir.mkdir(parents=True, exist_ok=True)
     port = free_port()
     procs = [
-        subprocess.Popen([sys.executable, "-m", "celery", "-A", "supportdesk", "worker", "-Q", "guard,sgr,answer,ingest",
-                          "-c", os.environ.get("SD_WORKER_CONCURRENCY", "2"), "-P", os.environ.get("SD_WORKER_POOL", "prefork"), "--loglevel", "WARNING", "-n", f"bench-{os.getpid()}@%h"],
-                         env=env, cwd=ROOT, stdout=open(log_dir / "worker.log", "ab"), stderr=subprocess.STDOUT,
-                         start_new_session=True),
+        subprocess.Popen(worker_argv(spec, name=f"bench-{os.getpid()}", loglevel="WARNING"), env=worker_env(env),
+                         cwd=ROOT, stdout=open(log_dir / f"worker-{spec.role}.log", "ab"), stderr=subprocess.STDOUT,
+                         start_new_session=True)
+        for spec in worker_specs(env)
+    ]
+    procs.append(
         subprocess.Popen([sys.executable, "-m", "uvicorn", "supportdesk.asgi:application", "--host", "127.0.0.1",
                           "--port", str(port), "--log-level", "warning", "--workers", os.environ.get("SD_WEB_WORKERS", "2")],
                          env=env, cwd=ROOT, stdout=open(log_dir / "uvicorn.log", "ab"), stderr=subprocess.STDOUT,
                          start_new_session=True),
-    ]
+    )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
         try:
             urllib.request.urlopen(base + "/api/widget/config", timeout=1).read()
-            if celery_app.control.ping(timeout=0.5):
+            if len(celery_app.control.ping(timeout=0.5)) >= len(worker_specs()):
                 return procs, base
         except OSError:
             pass
@@ -162,7 +184,7 @@ def gaps_outside_stages(r: dict[str, Any], turn: Turn, stages: dict[str, Any]) -
     }
 
 
-async def wave(base: str, tag: str, count: int) -> list[dict[str, Any]]:
+async def wave(base: str, tag: str, count: int, on_go: Any = None) -> list[dict[str, Any]]:
     go = asyncio.Event()
     opening = asyncio.Semaphore(20)
     connected: list[str] = []
@@ -174,11 +196,14 @@ async def wave(base: str, tag: str, count: int) -> list[dict[str, Any]]:
             if any(t.done() and t.exception() for t in tasks):
                 break
             await asyncio.sleep(0.05)
+        if on_go is not None:
+            on_go()
         go.set()
         return await asyncio.gather(*tasks)
 
 
-def measure(results: list[dict[str, Any]], stub: StubProcess) -> dict[str, Any]:
+def measure(results: list[dict[str, Any]], stub: StubProcess, answer_text: str,
+            sessions: ConnectionSampler | None = None) -> dict[str, Any]:
     first_chunk = stub.first_chunks()
     overheads, ttft_gaps, hops = [], [], []
     ttft_worker, ttft_delivery = [], []  # the TTFT gap split at the stored token event
@@ -210,8 +235,10 @@ def measure(results: list[dict[str, Any]], stub: StubProcess) -> dict[str, Any]:
         dropped += len(set(stored) - set(got))
         duplicated += len(got) - len(set(got))
         tokens = "".join(f["payload"]["text"] for f in r["frames"] if f["type"] == "token")
-        wrong_text += tokens.strip() != ANSWER or turn.status != "done"
-    return {"turns": len(results), "overhead": overheads, "hops": hops, "stage_ms": stage_ms, "gaps": gaps, "ttft_worker": ttft_worker,
+        wrong_text += tokens.strip() != answer_text or turn.status != "done"
+    span = max(r["done"] for r in results) - min(r["sent"] for r in results)
+    return {"turns": len(results), "per_minute": len(results) / span * 60 if span > 0 else float("nan"),
+            "sessions": sessions.peaks() if sessions else None, "overhead": overheads, "hops": hops, "stage_ms": stage_ms, "gaps": gaps, "ttft_worker": ttft_worker,
             "ttft_delivery": ttft_delivery, "ttft_gap": ttft_gaps, "dropped": dropped,
             "duplicated": duplicated, "wrong_text": wrong_text}
 
@@ -228,6 +255,11 @@ def report(name: str, m: dict[str, Any]) -> None:
           f"p95={pct(m['overhead'], .95):7.1f}  ttft gap ms p50={pct(m['ttft_gap'], .5):6.1f} "
           f"p95={pct(m['ttft_gap'], .95):6.1f}  dropped={m['dropped']} duplicated={m['duplicated']} "
           f"wrong_answers={m['wrong_text']}")
+    sessions = "" if m["sessions"] is None else (
+        f"  most database sessions at once: {m['sessions'][0]} (workers {m['sessions'][1]})")
+    print(f"{'':<24} turns completed per minute: {m['per_minute']:.0f}{sessions}")
+    if m.get("cpu_ms"):
+        print(f"{'':<24} CPU ms per turn: " + "  ".join(f"{name}={ms:.1f}" for name, ms in m["cpu_ms"].items()))
     stages = "  ".join(f"{name} p50={pct(v, .5):.1f}" for name, v in sorted(m["stage_ms"].items()))
     print(f"{'':<24} stage wall ms: {stages}  outside stages (queue hops, delivery) p50={pct(m['hops'], .5):.1f}")
     gaps = "  ".join(f"{name} p50={pct(v, .5):.1f}" for name, v in m["gaps"].items())
@@ -237,6 +269,100 @@ def report(name: str, m: dict[str, Any]) -> None:
           f"p95={pct(m['ttft_delivery'], .95):.1f}")
 
 
+class ConnectionSampler:
+    """The most PostgreSQL sessions on the database at once (all, and the workers'), sampled in a thread."""
+
+    def __init__(self, interval: float = 0.02) -> None:
+        self._interval = interval
+        self._stop = threading.Event()
+        self._most = (0, 0)
+        self._thread = threading.Thread(target=self._sample, name="db-sessions", daemon=True)
+
+    def __enter__(self) -> ConnectionSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def peaks(self) -> tuple[int, int]:
+        return self._most
+
+    def _sample(self) -> None:
+        sql = ("SELECT count(*), count(*) FILTER (WHERE application_name = 'supportdesk-worker') "
+               "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        try:
+            while not self._stop.wait(self._interval):
+                with connection.cursor() as cursor:
+                    cursor.execute(sql)
+                    total, workers = cursor.fetchone()
+                self._most = (max(self._most[0], total), max(self._most[1], workers))
+        finally:
+            connection.close()
+
+
+def cpu_seconds(roots: dict[str, int]) -> dict[str, float]:
+    """CPU seconds used so far by each named process and its descendants (Linux /proc)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    parent: dict[int, int] = {}
+    used: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parent[int(entry)] = int(fields[1])
+            used[int(entry)] = (int(fields[11]) + int(fields[12])) / ticks
+
+    def root_of(pid: int) -> str | None:
+        while pid > 1:
+            for name, root in roots.items():
+                if pid == root:
+                    return name
+            pid = parent.get(pid, 0)
+        return None
+
+    totals = dict.fromkeys(roots, 0.0)
+    for pid, seconds in used.items():
+        name = root_of(pid)
+        if name is not None:
+            totals[name] += seconds
+    return totals
+
+
+def burst(base: str, tag: str, count: int, stub: StubProcess, answer_text: str, waves: int = 1) -> dict[str, Any]:
+    results: list[dict[str, Any]] = []
+    used = dict.fromkeys(STACK, 0.0)  # CPU from each burst's start to its end (not the sockets' opening)
+    with ConnectionSampler() as sessions:
+        for number in range(waves):
+            before: dict[str, float] = {}
+            results += asyncio.run(wave(base, f"{tag}{number}", count, lambda: before.update(cpu_seconds(STACK))))
+            after = cpu_seconds(STACK)
+            for name in STACK:
+                used[name] += after[name] - before[name]
+    measured = measure(results, stub, answer_text, sessions)
+    measured["cpu_ms"] = {name: seconds * 1000 / len(results) for name, seconds in used.items()}
+    return measured
+
+
+STACK: dict[str, int] = {}  # process name -> pid, for the CPU figures
+
+
+def ingestion_start(chunks: int) -> Upload:
+    """A staff upload of about ``chunks`` chunks (one ~150-word section each), being ingested when this returns."""
+    words = "customers billing invoices refunds passwords accounts widgets reports exports teams".split()
+    sections = [f"## Section {i}\n\n" + " ".join(words[(i + j) % len(words)] for j in range(150)) for i in range(chunks)]
+    upload = upload_create(filename=f"bench-{time.time_ns()}.md", content="\n\n".join(sections).encode())
+    deadline = time.monotonic() + 60
+    while Upload.objects.get(pk=upload.pk).status == Upload.Status.QUEUED:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the ingest worker never started the upload")
+        time.sleep(0.1)
+    return upload
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sequential", type=int, default=30)
@@ -244,29 +370,42 @@ def main() -> int:
     parser.add_argument("--flood", type=int, default=200)
     parser.add_argument("--waves", type=int, default=5,
                         help="concurrent waves to pool (a p95 of one wave of 50 is its 3rd-worst turn)")
+    parser.add_argument("--llm-plan-delay", type=float, default=0.0, help="seconds before each non-streamed LLM reply")
+    parser.add_argument("--llm-chunk-delay", type=float, default=0.0, help="seconds between streamed LLM chunks")
+    parser.add_argument("--answer-chunks", type=int, default=24, help="streamed chunks of each answer")
+    parser.add_argument("--ingest-chunks", type=int, default=0,
+                        help="also run the concurrent burst while an upload of about this many chunks is ingested")
     args = parser.parse_args()
-    stub = StubProcess(ANSWER)
+    answer_text = " ".join(f"tok{i}" for i in range(args.answer_chunks))
+    stub = StubProcess(answer_text, args.llm_plan_delay, args.llm_chunk_delay)
     procs, base = start_stack(stub, ROOT / ".data" / "bench" / "turns")
+    STACK.update({name: proc.pid for name, proc in zip([f"worker-{w.role}" for w in worker_specs()] + ["web"], procs)})
+    STACK.update({"llm-stub": stub.pid, "client": os.getpid(), "postgres+redis": os.getppid()})
+    specs = worker_specs()
+    stages = specs[0]
     try:
         asyncio.run(wave(base, "warmup", 3))
-        sequential: list[dict[str, Any]] = []
-        for i in range(args.sequential):
-            sequential += asyncio.run(wave(base, f"seq{i}", 1))
-        print(f"cpu cores: {os.cpu_count()}; answer: 24 streamed tokens; worker -c 2; {os.environ.get('SD_WEB_WORKERS', '2')} uvicorn processes")
-        report("1 conversation", measure(sequential, stub))
-        pooled: list[dict[str, Any]] = []
-        for number in range(args.waves):
-            pooled += asyncio.run(wave(base, f"c{number}", args.concurrent))
-        report(f"{args.concurrent} concurrent x{args.waves}", measure(pooled, stub))
-        report(f"{args.flood} concurrent", measure(asyncio.run(wave(base, "f", args.flood)), stub))
+        print(f"cpu cores: {os.cpu_count()}; LLM: plan delay {args.llm_plan_delay} s, {args.answer_chunks} chunks "
+              f"{args.llm_chunk_delay} s apart; stage workers: {len(specs) - 1} x {stages.pool} pool x {stages.concurrency}; "
+              f"{os.environ.get('SD_WEB_WORKERS', '2')} uvicorn processes")
+        report("1 conversation", burst(base, "seq", 1, stub, answer_text, args.sequential))
+        report(f"{args.concurrent} concurrent x{args.waves}", burst(base, "c", args.concurrent, stub, answer_text, args.waves))
+        if args.ingest_chunks:
+            upload = ingestion_start(args.ingest_chunks)
+            during = burst(base, "i", args.concurrent, stub, answer_text, args.waves)
+            still = Upload.objects.get(pk=upload.pk).status == Upload.Status.PROCESSING
+            report(f"{args.concurrent} x{args.waves} + ingestion", during)
+            print(f"{'':<24} ingestion of ~{args.ingest_chunks} chunks {'still running' if still else 'FINISHED'} "
+                  "when the burst ended")
+        report(f"{args.flood} concurrent", burst(base, "f", args.flood, stub, answer_text))
     finally:
         for proc in procs:
             proc.terminate()
         for proc in procs:
             try:
                 proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            except subprocess.TimeoutExpired:  # e.g. the ingest worker in the middle of a long upload
+                os.killpg(proc.pid, signal.SIGKILL)
         stub.stop()
     return 0
 
