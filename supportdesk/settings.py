@@ -267,7 +267,7 @@ MESSAGE_MAX_CHARS = env.int("MESSAGE_MAX_CHARS", default=4000)
 # Tool rounds (search_kb calls) the answering agent may make before it must answer.
 AGENT_MAX_ITERATIONS = env.int("AGENT_MAX_ITERATIONS", default=3)
 # Streamed text arriving within this many ms of the last token event joins the next one (0: one event per chunk).
-ANSWER_TOKEN_BATCH_MS = env.float("ANSWER_TOKEN_BATCH_MS", default=40.0)
+ANSWER_TOKEN_BATCH_MS = env.float("ANSWER_TOKEN_BATCH_MS", default=150.0)
 # Retrieval relevance (0..1) at or above which the customer sees high / medium confidence.
 ANSWER_CONFIDENCE_HIGH = env.float("ANSWER_CONFIDENCE_HIGH", default=0.8)
 ANSWER_CONFIDENCE_MEDIUM = env.float("ANSWER_CONFIDENCE_MEDIUM", default=0.5)
