@@ -397,7 +397,8 @@ def main() -> int:
             report(f"{args.concurrent} x{args.waves} + ingestion", during)
             print(f"{'':<24} ingestion of ~{args.ingest_chunks} chunks {'still running' if still else 'FINISHED'} "
                   "when the burst ended")
-        report(f"{args.flood} concurrent", burst(base, "f", args.flood, stub, answer_text))
+        if args.flood:
+            report(f"{args.flood} concurrent", burst(base, "f", args.flood, stub, answer_text))
     finally:
         for proc in procs:
             proc.terminate()
