@@ -16,7 +16,7 @@ By default the scripted LLM answers at once, which measures the platform alone. 
 model takes seconds: ``--llm-plan-delay`` waits before each non-streamed reply and
 ``--llm-chunk-delay`` between streamed chunks, so stages really wait on the model
 (1.5 s and 0.05 s with 24 chunks: about 2.7 s of model time per turn).
-With ``--ingest-chunks N`` the concurrent burst runs twice: alone, then while a
+With ``--ingest-chunks N`` the concurrent burst runs again at the end, while a
 staff upload of about N chunks is ingested by the ingest worker.
 
 Reported:
@@ -390,15 +390,15 @@ def main() -> int:
               f"{os.environ.get('SD_WEB_WORKERS', '2')} uvicorn processes")
         report("1 conversation", burst(base, "seq", 1, stub, answer_text, args.sequential))
         report(f"{args.concurrent} concurrent x{args.waves}", burst(base, "c", args.concurrent, stub, answer_text, args.waves))
-        if args.ingest_chunks:
+        if args.flood:
+            report(f"{args.flood} concurrent", burst(base, "f", args.flood, stub, answer_text))
+        if args.ingest_chunks:  # last: the ingestion may go on after its burst
             upload = ingestion_start(args.ingest_chunks)
             during = burst(base, "i", args.concurrent, stub, answer_text, args.waves)
             still = Upload.objects.get(pk=upload.pk).status == Upload.Status.PROCESSING
             report(f"{args.concurrent} x{args.waves} + ingestion", during)
             print(f"{'':<24} ingestion of ~{args.ingest_chunks} chunks {'still running' if still else 'FINISHED'} "
                   "when the burst ended")
-        if args.flood:
-            report(f"{args.flood} concurrent", burst(base, "f", args.flood, stub, answer_text))
     finally:
         for proc in procs:
             proc.terminate()
