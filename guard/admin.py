@@ -1,10 +1,11 @@
-"""Staff edit rules here (an invalid regex is refused by the form) and audit every screening."""
+"""Staff edit rules and exemplars here (an invalid regex is refused by the form) and audit every screening."""
 
 from __future__ import annotations
 
 from django.contrib import admin
+from django.utils.html import format_html_join
 
-from guard.models import GuardCheck, GuardRule
+from guard.models import GuardCheck, GuardExemplar, GuardRule
 
 
 @admin.register(GuardRule)
@@ -15,13 +16,32 @@ class GuardRuleAdmin(admin.ModelAdmin):
     search_fields = ("pattern", "note")
 
 
+@admin.register(GuardExemplar)
+class GuardExemplarAdmin(admin.ModelAdmin):
+    list_display = ("text", "level", "category", "language", "is_active", "updated_at")
+    list_filter = ("is_active", "level", "category", "language")
+    list_editable = ("is_active",)
+    search_fields = ("text", "note")
+    readonly_fields = ("embedded_with", "created_at", "updated_at")
+    fields = ("text", "level", "category", "language", "is_active", "note", "embedded_with", "created_at", "updated_at")
+
+
 @admin.register(GuardCheck)
 class GuardCheckAdmin(admin.ModelAdmin):
     list_display = ("id", "turn", "kind", "status", "level", "provider", "categories", "latency_ms", "created_at")
     list_filter = ("level", "status", "provider", "kind")
     list_select_related = ("turn",)
     search_fields = ("raw_output", "error")
-    readonly_fields = [f.name for f in GuardCheck._meta.fields]
+    readonly_fields = [*(f.name for f in GuardCheck._meta.fields), "matched_exemplars"]
+
+    @admin.display(description="matched exemplars")
+    def matched_exemplars(self, check: GuardCheck) -> str:
+        """Why the exemplars provider decided as it did: the exemplars nearest to the text."""
+        matches = (check.verdict or {}).get("matches") or []
+        return format_html_join(
+            "\n", "<div>{} · {} · {} — {}</div>",
+            ((m.get("similarity"), m.get("level"), m.get("category") or "-", m.get("text")) for m in matches),
+        ) or "-"
 
     def has_add_permission(self, request: object) -> bool:
         return False  # records are written by screenings only

@@ -27,6 +27,8 @@ def guard_settings_check(app_configs: Any = None, **kwargs: Any) -> list[Error]:
     errors: list[Error] = []
     for name in config.providers:
         setting = ENDPOINT_SETTINGS.get(name)
+        if name == "local_llm" and not (settings.GUARD_LOCAL_LLM_BASE_URL or settings.LLM_BASE_URL):
+            setting = "GUARD_LOCAL_LLM_BASE_URL"
         if setting and not getattr(settings, setting):
             errors.append(Error(
                 f"GUARD_PROVIDER includes {name!r} but {setting} is not set", id="guard.E002",

@@ -29,6 +29,15 @@ def guard_openai_client() -> openai.OpenAI:
     return _openai_client(url, settings.GUARD_API_KEY or "not-needed", settings.GUARD_TIMEOUT)
 
 
+def guard_local_llm_client() -> openai.OpenAI:
+    """The local model's OpenAI-compatible endpoint (``GUARD_LOCAL_LLM_BASE_URL``, else ``LLM_BASE_URL``)."""
+    url = settings.GUARD_LOCAL_LLM_BASE_URL or settings.LLM_BASE_URL
+    if not url:
+        raise GuardMisconfigured("local_llm needs GUARD_LOCAL_LLM_BASE_URL or LLM_BASE_URL (the local model's endpoint)")
+    key = settings.GUARD_LOCAL_LLM_API_KEY if settings.GUARD_LOCAL_LLM_BASE_URL else settings.LLM_API_KEY
+    return _openai_client(url, key or "not-needed", settings.GUARD_TIMEOUT)
+
+
 @lru_cache(maxsize=4)
 def _openai_client(base_url: str, api_key: str, timeout: float) -> openai.OpenAI:
     # One client (and connection pool) per configuration and process, as for the LLM:

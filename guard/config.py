@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-PROVIDERS = ("off", "rules", "qwen3guard", "mosec", "openai_moderation")
+PROVIDERS = ("off", "rules", "exemplars", "local_llm", "qwen3guard", "mosec", "openai_moderation")
+LOCAL_LLM_WHEN = ("always", "unsure")
 MODES = ("enforce", "report")
 BLOCK_LEVELS = ("unsafe", "controversial")
 FAIL_MODES = ("closed", "open")
@@ -28,6 +29,10 @@ class GuardConfig:
     max_retries: int
     retry_backoff: float
     deadline: float
+    # local_llm: ``always``, or ``unsure``: only when the earlier providers' score is in [low, high].
+    local_llm_when: str = "always"
+    unsure_low: float = 0.0
+    unsure_high: float = 1.0
 
     @property
     def provider_label(self) -> str:
@@ -66,6 +71,11 @@ def guard_config() -> GuardConfig:
     max_retries = int(settings.GUARD_MAX_RETRIES)
     if max_retries < 0:
         raise ImproperlyConfigured(f"GUARD_MAX_RETRIES must be >= 0, got {max_retries}")
+    low, high = float(settings.GUARD_LOCAL_LLM_UNSURE_LOW), float(settings.GUARD_LOCAL_LLM_UNSURE_HIGH)
+    if not 0.0 <= low < high <= 1.0:
+        raise ImproperlyConfigured(
+            f"GUARD_LOCAL_LLM_UNSURE_LOW ({low}) and GUARD_LOCAL_LLM_UNSURE_HIGH ({high}) must satisfy 0 <= low < high <= 1"
+        )
     return GuardConfig(
         providers=provider_chain(settings.GUARD_PROVIDER),
         mode=_choice("GUARD_MODE", settings.GUARD_MODE, MODES),
@@ -75,4 +85,7 @@ def guard_config() -> GuardConfig:
         max_retries=max_retries,
         retry_backoff=max(0.0, float(settings.GUARD_RETRY_BACKOFF)),
         deadline=_positive("GUARD_DEADLINE", settings.GUARD_DEADLINE),
+        local_llm_when=_choice("GUARD_LOCAL_LLM_WHEN", settings.GUARD_LOCAL_LLM_WHEN, LOCAL_LLM_WHEN),
+        unsure_low=low,
+        unsure_high=high,
     )

@@ -7,6 +7,8 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.db.models.signals import post_delete, post_save
+from django.dispatch import receiver
 
 from guard.rules import KEYWORD, PATTERN_MAX_CHARS, REGEX, pattern_error
 from guard.taxonomy import CATEGORIES, CATEGORY_LABELS
@@ -60,6 +62,74 @@ class GuardRule(models.Model):
     def save(self, *args: Any, **kwargs: Any) -> None:
         self.clean()
         super().save(*args, **kwargs)
+
+
+EXEMPLAR_MAX_CHARS = 1000
+
+
+class GuardExemplar(models.Model):
+    """An example phrase the ``exemplars`` provider compares messages with.
+
+    ``Unsafe`` / ``Controversial`` exemplars pull similar messages towards their
+    category and level; ``Allowed`` ones (counter-examples such as "kill a stuck
+    process") pull similar messages back to safe. The vector is computed from
+    ``text`` with the knowledge-base embedder when first needed and stored with
+    the embedder's name, so a process start or another embedder re-embeds only
+    what is missing. Any save or delete invalidates every process's snapshot.
+    """
+
+    class Level(models.TextChoices):
+        ALLOWED = "Allowed"
+        CONTROVERSIAL = "Controversial"
+        UNSAFE = "Unsafe"
+
+    text = models.TextField(max_length=EXEMPLAR_MAX_CHARS)
+    level = models.CharField(max_length=16, choices=Level.choices, default=Level.UNSAFE)
+    category = models.CharField(
+        max_length=32, choices=CATEGORY_CHOICES, blank=True, default="",
+        help_text="Required for Unsafe and Controversial; for Allowed, optionally the category it is mistaken for.",
+    )
+    language = models.CharField(
+        max_length=8, blank=True, default="", choices=settings.LANGUAGES,
+        help_text="The language the phrase is written in. The embedder is multilingual: "
+                  "every active exemplar is compared with every message.",
+    )
+    is_active = models.BooleanField(default=True)
+    note = models.CharField(max_length=200, blank=True, default="")
+    # float32 bytes of the normalised vector, and which embedder made it ("" = not embedded yet).
+    embedding = models.BinaryField(null=True, blank=True, editable=False)
+    embedded_with = models.CharField(max_length=200, blank=True, default="", editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["level", "category", "id"]
+        indexes = [models.Index(fields=["is_active"], name="guardexemplar_active")]
+
+    def __str__(self) -> str:
+        return f"{self.level}/{self.category or '-'}: {self.text[:60]}"
+
+    def clean(self) -> None:
+        if not self.text or not self.text.strip():
+            raise ValidationError({"text": "An exemplar needs some text."})
+        if self.level != self.Level.ALLOWED and not self.category:
+            raise ValidationError({"category": "Unsafe and Controversial exemplars need a category."})
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self.clean()
+        if self.pk is not None:
+            stored = GuardExemplar.objects.filter(pk=self.pk).values_list("text", flat=True).first()
+            if stored != self.text:  # a new text needs a new vector
+                self.embedding, self.embedded_with = None, ""
+        super().save(*args, **kwargs)
+
+
+@receiver([post_save, post_delete], sender=GuardExemplar)
+def _exemplar_edited(**kwargs: Any) -> None:
+    # The same generation counter as templates and UI strings: every process reloads its snapshot.
+    from sgr.cache import content_changed
+
+    content_changed()
 
 
 class GuardCheck(models.Model):

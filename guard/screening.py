@@ -53,16 +53,50 @@ def text_screen(*, text: str, kind: Kind, language: str, prompt: str) -> Verdict
     steps: list[ProviderStep] = []
     failure: RetriesExhausted | None = None
     for name in config.providers:
+        if name == "local_llm" and not _local_llm_needed(config=config, steps=steps):
+            steps.append(ProviderStep(provider=name, skipped=True))
+            continue
         step, failure = _step_run(name, config=config, text=text, kind=kind, language=language, prompt=prompt, deadline=deadline)
         steps.append(step)
         if failure is not None:
             break
-        level = level_max([s.level for s in steps])
+        if name == "local_llm" and config.local_llm_when == "unsure":
+            for earlier in steps[:-1]:  # the model arbitrates what the cheaper providers were unsure of
+                earlier.deferred = _unsure(config, earlier)
+        level = level_max([s.level for s in steps if not s.deferred])
         # Chains stop early once nothing later could change the outcome: rules
-        # already found Unsafe, or enough to block under the current mode.
-        if level == "Unsafe" or enforcement_decide(level=level, mode=config.mode, block_level=config.block_level) == "blocked":
+        # already found Unsafe, or enough to block under the current mode; unless
+        # only unsure grades decided it and the local model, ahead, arbitrates those.
+        decided = level == "Unsafe" or enforcement_decide(
+            level=level, mode=config.mode, block_level=config.block_level) == "blocked"
+        if decided and not _arbiter_ahead(config=config, steps=steps, rest=config.providers[len(steps):], level=level):
             break
     return _verdict(config=config, kind=kind, steps=steps, failure=failure, latency_ms=(time.monotonic() - started) * 1000)
+
+
+def _unsure(config: GuardConfig, step: ProviderStep) -> bool:
+    return step.score is not None and not step.error and config.unsure_low <= step.score <= config.unsure_high
+
+
+def _arbiter_ahead(*, config: GuardConfig, steps: list[ProviderStep], rest: tuple[str, ...], level: str) -> bool:
+    """True when ``level`` rests only on unsure grades and the local model comes later in ``unsure`` mode."""
+    if "local_llm" not in rest or config.local_llm_when != "unsure":
+        return False
+    deciding = [s for s in steps if not s.deferred and s.level == level]
+    return bool(deciding) and all(_unsure(config, s) for s in deciding)
+
+
+def _local_llm_needed(*, config: GuardConfig, steps: list[ProviderStep]) -> bool:
+    """``GUARD_LOCAL_LLM_WHEN=unsure``: the model is asked only when the earlier providers' highest
+    score lies in the unsure band (or none of them grades), so most messages cost no model call."""
+    if config.local_llm_when == "always":
+        return True
+    if any(s.level != "Safe" and s.score is None for s in steps if not s.error):
+        return False  # a non-grading provider (rules) already flagged it: nothing to arbitrate
+    scores = [s.score for s in steps if s.score is not None and not s.error]
+    if not scores:
+        return True
+    return config.unsure_low <= max(scores) <= config.unsure_high
 
 
 def _step_run(
@@ -100,6 +134,12 @@ def _step_run(
     return ProviderStep(provider=name, latency_ms=latency, attempts=done.attempts, **done.result.model_dump()), None
 
 
+def _last_model_score(answered: list[ProviderStep]) -> float | None:
+    graded = [s for s in answered if s.score is not None]
+    model = [s for s in graded if s.provider == "local_llm"]
+    return model[-1].score if model else max(s.score for s in graded)  # type: ignore[type-var]
+
+
 def _union(lists: list[list[str]]) -> list[str]:
     merged: list[str] = []
     for items in lists:
@@ -110,21 +150,28 @@ def _union(lists: list[list[str]]) -> list[str]:
 def _verdict(
     *, config: GuardConfig, kind: Kind, steps: list[ProviderStep], failure: RetriesExhausted | None, latency_ms: float
 ) -> Verdict:
-    answered = [s for s in steps if not s.error]
-    level = level_max([s.level for s in answered])
+    answered = [s for s in steps if not s.error and not s.skipped]
+    counted = [s for s in answered if not s.deferred]
+    level = level_max([s.level for s in counted])
     decision = enforcement_decide(level=level, mode=config.mode, block_level=config.block_level)
     if failure is None or decision == "blocked":
         status = decision
     else:
         status = "failed_closed" if config.fail_mode == "closed" else "failed_open"
     refusals = [s.refusal for s in answered if s.refusal is not None]
-    raw_output = steps[0].raw_output if len(steps) == 1 else json.dumps({s.provider: s.raw_output for s in steps}, ensure_ascii=False)
+    raw_output = steps[0].raw_output if len(steps) == 1 else json.dumps(
+        {s.provider: s.raw_output for s in steps if not s.skipped}, ensure_ascii=False)
+    scores = [s.score for s in answered if s.score is not None]
+    matches = [m for s in answered for m in s.matches]
     return Verdict(
         level=level,
-        categories=_union([s.categories for s in answered]),
-        raw_categories=_union([s.raw_categories for s in answered]),
+        categories=_union([s.categories for s in counted]),
+        raw_categories=_union([s.raw_categories for s in counted]),
         refusal=any(refusals) if refusals else None,
         raw_output=raw_output,
+        # The model's probability when it was consulted (it saw the most), else the highest grade.
+        score=_last_model_score(answered) if scores else None,
+        matches=matches,
         provider=config.provider_label,
         status=status,
         latency_ms=round(latency_ms, 2),

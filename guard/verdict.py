@@ -17,6 +17,16 @@ LEVEL_RANK: dict[str, int] = {"Safe": 0, "Controversial": 1, "Unsafe": 2}
 UNSCREENED = "Unscreened (the guardian was unavailable; plan as for Controversial)"
 
 
+class ExemplarMatch(BaseModel):
+    """A staff exemplar near the screened text (``exemplars`` provider): why it was flagged or let through."""
+
+    id: int
+    text: str
+    level: str  # Unsafe | Controversial | Allowed
+    category: str = ""
+    similarity: float
+
+
 class Assessment(BaseModel):
     """What one provider said about one text, before any enforcement decision."""
 
@@ -25,6 +35,10 @@ class Assessment(BaseModel):
     raw_categories: list[str] = Field(default_factory=list)
     refusal: bool | None = None
     raw_output: str = ""
+    # Additive fields (issue 13). ``score``: how unsafe, 0..1, from providers that
+    # grade rather than only decide (exemplars, local_llm); ``None`` otherwise.
+    score: float | None = None
+    matches: list[ExemplarMatch] = Field(default_factory=list)
 
 
 class ProviderStep(Assessment):
@@ -34,6 +48,11 @@ class ProviderStep(Assessment):
     latency_ms: float = 0.0
     attempts: int = 0
     error: str = ""
+    # Not called: the provider is consulted only when the earlier ones were unsure (local_llm).
+    skipped: bool = False
+    # Unsure (score in the band) and left to the local model, which answered: kept for the
+    # record, but its level and categories do not count.
+    deferred: bool = False
 
 
 class Verdict(Assessment):

@@ -194,9 +194,9 @@ SGR_MAX_TOKENS = env.int("SGR_MAX_TOKENS", default=1024)
 SGR_CACHE_URL = env.str("SGR_CACHE_URL", default=REDIS_URL)
 
 # --- Guardian (guard/) -----------------------------------------------------------------
-# A provider or a chain, rules first: off | rules | qwen3guard | mosec |
-# openai_moderation | e.g. "rules,qwen3guard". Validated by guard.config.
-GUARD_PROVIDER = env.str("GUARD_PROVIDER", default="rules")
+# A provider or a chain, rules first: off | rules | exemplars | local_llm | qwen3guard |
+# mosec | openai_moderation | e.g. "rules,exemplars,local_llm". Validated by guard.config.
+GUARD_PROVIDER = env.str("GUARD_PROVIDER", default="rules,exemplars")
 GUARD_MODE = env.str("GUARD_MODE", default="enforce")  # enforce | report (DT-001)
 GUARD_BLOCK_LEVEL = env.str("GUARD_BLOCK_LEVEL", default="unsafe")  # unsafe | controversial
 GUARD_FAIL_MODE = env.str("GUARD_FAIL_MODE", default="closed")  # closed | open
@@ -211,6 +211,24 @@ GUARD_API_KEY = env.str("GUARD_API_KEY", default="not-needed")
 GUARD_MODEL = env.str("GUARD_MODEL", default="")  # empty: the provider's default model
 GUARD_MAX_TOKENS = env.int("GUARD_MAX_TOKENS", default=32)  # qwen3guard answers in three short lines
 GUARD_MOSEC_URL = env.str("GUARD_MOSEC_URL", default="")  # mosec inference URL
+# exemplars (see guard/exemplars.py): flagged when the K nearest harmful exemplars are on
+# average MARGIN more similar than the K nearest allowed ones and the nearest harmful one is
+# at least THRESHOLD similar; a near-duplicate (>= NEAR) of one exemplar decides alone.
+GUARD_EXEMPLAR_THRESHOLD = env.float("GUARD_EXEMPLAR_THRESHOLD", default=0.84)
+GUARD_EXEMPLAR_MARGIN = env.float("GUARD_EXEMPLAR_MARGIN", default=0.005)
+GUARD_EXEMPLAR_K = env.int("GUARD_EXEMPLAR_K", default=5)
+GUARD_EXEMPLAR_NEAR = env.float("GUARD_EXEMPLAR_NEAR", default=0.95)
+GUARD_EXEMPLAR_MATCHES = env.int("GUARD_EXEMPLAR_MATCHES", default=5)  # matched exemplars kept per check
+# local_llm: the local OpenAI-compatible model as a classifier (empty: LLM_BASE_URL / LLM_MODEL).
+GUARD_LOCAL_LLM_BASE_URL = env.str("GUARD_LOCAL_LLM_BASE_URL", default="")
+GUARD_LOCAL_LLM_API_KEY = env.str("GUARD_LOCAL_LLM_API_KEY", default="not-needed")
+GUARD_LOCAL_LLM_MODEL = env.str("GUARD_LOCAL_LLM_MODEL", default="")
+GUARD_LOCAL_LLM_MAX_TOKENS = env.int("GUARD_LOCAL_LLM_MAX_TOKENS", default=1)  # one word; more for Qwen3Guard format
+GUARD_LOCAL_LLM_THRESHOLD = env.float("GUARD_LOCAL_LLM_THRESHOLD", default=0.5)  # P(unsafe) that flags Unsafe
+# always | unsure: call the model only when the earlier providers' score is in [LOW, HIGH].
+GUARD_LOCAL_LLM_WHEN = env.str("GUARD_LOCAL_LLM_WHEN", default="unsure")
+GUARD_LOCAL_LLM_UNSURE_LOW = env.float("GUARD_LOCAL_LLM_UNSURE_LOW", default=0.2)
+GUARD_LOCAL_LLM_UNSURE_HIGH = env.float("GUARD_LOCAL_LLM_UNSURE_HIGH", default=0.8)
 # Screen the final answer in response mode before the turn is done.
 GUARD_OUTPUT_MODERATION = env.bool("GUARD_OUTPUT_MODERATION", default=False)
 

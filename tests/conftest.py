@@ -62,6 +62,18 @@ def seeded_content(django_db_blocker: Any) -> None:
         import_module("sgr.migrations.0002_default_content").load(apps, None)
         import_module("sgr.migrations.0003_text_versions").backfill(apps, None)
         import_module("guard.migrations.0002_seed_rules").seed(apps, None)
+        import_module("guard.migrations.0004_seed_exemplars").seed(apps, None)
+    exemplar_vectors_stored(django_db_blocker)
+
+
+def exemplar_vectors_stored(django_db_blocker: Any) -> None:
+    """Embed the exemplars that have no stored vector (committed), so worker processes read them
+    instead of each spending tens of seconds embedding the seed set in its first screening."""
+    from guard.exemplars import exemplars_load
+    from retrieval.embedders import embedder_get
+
+    with django_db_blocker.unblock():
+        exemplars_load(embedder_get())
 
 
 @pytest.fixture(scope="session")
@@ -133,12 +145,13 @@ def workers_stop(procs: list[subprocess.Popen]) -> None:
 
 
 @pytest.fixture(scope="session")
-def celery_worker(django_db_setup: None, llm_server: ScriptedLLM,
+def celery_worker(django_db_setup: None, django_db_blocker: Any, llm_server: ScriptedLLM,
                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[subprocess.Popen]:
     """The run command's workers against the test database: one stage worker (threads pool) and
     the ingest worker (prefork). Yields the stage worker."""
     from supportdesk.celery import app
 
+    exemplar_vectors_stored(django_db_blocker)
     log_dir = tmp_path_factory.mktemp("worker")
     env = {
         **os.environ,

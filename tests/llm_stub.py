@@ -52,6 +52,9 @@ class Reply:
     drop: bool = False  # close the connection without answering
     chunk_delay: float = 0.0  # seconds between streamed chunks
     cut_after: int | None = None  # streaming: drop the connection after this many chunks
+    # Per-token logprobs as llama.cpp's server returns them on chat completions:
+    # [{"token", "logprob", "top_logprobs": [{"token", "logprob"}, ...]}, ...]
+    logprobs: list[dict[str, Any]] | None = None
 
 
 RouteHandler = Callable[[dict[str, Any]], tuple[int, Any]]
@@ -302,7 +305,8 @@ class _Handler(BaseHTTPRequestHandler):
             "object": "chat.completion",
             "created": int(time.time()),
             "model": body.get("model", "scripted"),
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish,
+                         "logprobs": _logprobs_body(reply.logprobs)}],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                       "total_tokens": prompt_tokens + completion_tokens},
         }
@@ -383,6 +387,24 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+
+def _logprobs_body(positions: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+    if positions is None:
+        return None
+    return {"content": [
+        {"token": p["token"], "logprob": p["logprob"], "bytes": list(p["token"].encode()),
+         "top_logprobs": [{"token": t["token"], "logprob": t["logprob"], "bytes": list(t["token"].encode())}
+                          for t in p.get("top_logprobs", [])]}
+        for p in positions
+    ]}
+
+
+def logprobs_first_token(probabilities: dict[str, float]) -> list[dict[str, Any]]:
+    """One answer position whose top tokens have these probabilities (the most likely is the token)."""
+    top = sorted(probabilities.items(), key=lambda item: -item[1])
+    return [{"token": top[0][0], "logprob": math.log(top[0][1]),
+             "top_logprobs": [{"token": token, "logprob": math.log(p)} for token, p in top]}]
 
 
 def _split_tokens(text: str) -> list[str]:

@@ -23,6 +23,8 @@ class Provider(Protocol):
 
 def provider_get(name: str) -> Provider:
     """The provider called ``name`` (one of ``guard.config.PROVIDERS`` other than ``off``)."""
+    from guard.providers.exemplars import ExemplarsProvider
+    from guard.providers.local_llm import LocalLLMProvider
     from guard.providers.mosec import MosecProvider
     from guard.providers.openai_moderation import OpenAIModerationProvider
     from guard.providers.qwen3guard import Qwen3GuardProvider
@@ -30,6 +32,8 @@ def provider_get(name: str) -> Provider:
 
     providers: dict[str, type[Provider]] = {
         "rules": RulesProvider,
+        "exemplars": ExemplarsProvider,
+        "local_llm": LocalLLMProvider,
         "qwen3guard": Qwen3GuardProvider,
         "mosec": MosecProvider,
         "openai_moderation": OpenAIModerationProvider,

@@ -82,6 +82,9 @@ def test_a_broken_rule_stored_behind_the_admin_s_back_fails_closed_instead_of_pa
     ("GUARD_TIMEOUT", 0),
     ("GUARD_DEADLINE", -1),
     ("GUARD_MAX_RETRIES", -1),
+    ("GUARD_LOCAL_LLM_WHEN", "sometimes"),
+    ("GUARD_LOCAL_LLM_UNSURE_LOW", 0.9),  # above the high end
+    ("GUARD_LOCAL_LLM_UNSURE_HIGH", 1.5),
 ])
 def test_invalid_settings_are_refused_by_name(guard, settings, name, value):
     settings.GUARD_PROVIDER = "rules"
@@ -102,4 +105,10 @@ def test_the_system_check_names_the_missing_endpoint_and_invalid_values(settings
     assert error.id == "guard.E001" and "GUARD_MODE" in error.msg
     settings.GUARD_MODE = "enforce"
     settings.GUARD_MOSEC_URL = "http://127.0.0.1:1/inference"
+    assert guard_settings_check() == []
+    settings.GUARD_PROVIDER = "rules,exemplars,local_llm"
+    settings.GUARD_LOCAL_LLM_BASE_URL = settings.LLM_BASE_URL = ""
+    [error] = guard_settings_check()
+    assert error.id == "guard.E002" and "GUARD_LOCAL_LLM_BASE_URL" in error.msg
+    settings.LLM_BASE_URL = "http://127.0.0.1:1/v1"  # the local model's endpoint is enough
     assert guard_settings_check() == []

@@ -1,0 +1,189 @@
+"""Guardian evaluation on labelled texts (``manage.py evaluate_guard``).
+
+Each text is screened exactly as a customer message would be (the configured
+chain, thresholds and fail mode; nothing stored). A text counts as *flagged*
+when the verdict's level is not Safe (Controversial or Unsafe), whatever the
+mode; screenings that failed are counted apart. Metrics are given overall, per
+language, per category and per language and category: catch rate (unsafe
+flagged = recall), false-flag rate (safe flagged), precision, AUROC of the
+score (where a group has both classes), latency p50/p95 and the share of texts
+for which the local model was consulted.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from guard.screening import message_screen
+from guard.verdict import Verdict
+
+WARM_UP_TEXT = "How do I change my delivery address?"
+_CYRILLIC = re.compile(r"[а-яё]", re.IGNORECASE)
+_LATIN = re.compile(r"[a-z]", re.IGNORECASE)
+
+
+class GuardSample(BaseModel):
+    text: str = Field(min_length=1)
+    expected: Literal["safe", "unsafe"]
+    category: str = ""
+    language: str = ""
+
+
+class GuardFileError(ValueError):
+    """A line of the labelled file is not ``{"text", "expected": "safe"|"unsafe"}``."""
+
+
+class GuardOutcome(BaseModel):
+    flagged: bool
+    score: float  # the verdict's score; 1/0 from the level when no provider grades
+    level: str
+    status: str
+    categories: list[str]
+    latency_ms: float
+    consulted_model: bool
+    failed: bool
+
+
+class GroupMetrics(BaseModel):
+    group: str
+    unsafe: int
+    safe: int
+    catch_rate: float | None  # = recall
+    false_flag_rate: float | None
+    precision: float | None
+    auroc: float | None
+    p50_ms: float
+    p95_ms: float
+    consulted_share: float
+    failed: int
+
+
+def language_guess(text: str) -> str:
+    """``ru`` when the text has more Cyrillic than Latin letters, else ``en`` (files without a language)."""
+    return "ru" if len(_CYRILLIC.findall(text)) > len(_LATIN.findall(text)) else "en"
+
+
+def samples_read(path: Path) -> list[GuardSample]:
+    """The JSONL file's samples (language guessed where missing); the first bad line is reported by number."""
+    if not path.exists():
+        raise GuardFileError(f"File not found: {path}")
+    samples: list[GuardSample] = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            sample = GuardSample.model_validate(json.loads(line))
+        except (ValueError, ValidationError) as exc:
+            detail = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+            raise GuardFileError(f'line {number}: expected {{"text", "expected": "safe"|"unsafe"}} ({detail})') from exc
+        if not sample.language:
+            sample.language = language_guess(sample.text)
+        samples.append(sample)
+    return samples
+
+
+def outcome_of(verdict: Verdict, latency_ms: float) -> GuardOutcome:
+    flagged = verdict.level != "Safe"
+    score = verdict.score if verdict.score is not None else (1.0 if flagged else 0.0)
+    if flagged and verdict.score is not None and verdict.score < 0.5:
+        score = 1.0  # a non-grading provider (rules) decided; its verdict outranks any grade
+    return GuardOutcome(
+        flagged=flagged, score=score, level=verdict.level, status=verdict.status, categories=verdict.categories,
+        latency_ms=round(latency_ms, 2), failed=verdict.failed,
+        consulted_model=any(s.provider == "local_llm" and not s.skipped for s in verdict.steps),
+    )
+
+
+def sample_screen(sample: GuardSample) -> GuardOutcome:
+    started = time.perf_counter()
+    verdict = message_screen(text=sample.text, language=sample.language)
+    return outcome_of(verdict, (time.perf_counter() - started) * 1000)
+
+
+def auroc(positives: list[float], negatives: list[float]) -> float | None:
+    """Probability that a random positive scores above a random negative (ties count half)."""
+    if not positives or not negatives:
+        return None
+    wins = 0.0
+    for p in positives:
+        for n in negatives:
+            wins += 1.0 if p > n else 0.5 if p == n else 0.0
+    return wins / (len(positives) * len(negatives))
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (``q`` in 0..100); 0 for no values."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), -(-len(ordered) * q // 100)))
+    return ordered[int(rank) - 1]
+
+
+def group_metrics(group: str, pairs: list[tuple[GuardSample, GuardOutcome]]) -> GroupMetrics:
+    unsafe = [o for s, o in pairs if s.expected == "unsafe"]
+    safe = [o for s, o in pairs if s.expected == "safe"]
+    caught = sum(o.flagged for o in unsafe)
+    false_flags = sum(o.flagged for o in safe)
+    flagged = caught + false_flags
+    latencies = [o.latency_ms for _, o in pairs]
+    score = auroc([o.score for o in unsafe], [o.score for o in safe])
+    return GroupMetrics(
+        group=group, unsafe=len(unsafe), safe=len(safe),
+        catch_rate=round(caught / len(unsafe), 4) if unsafe else None,
+        false_flag_rate=round(false_flags / len(safe), 4) if safe else None,
+        precision=round(caught / flagged, 4) if flagged else None,
+        auroc=round(score, 4) if score is not None else None,
+        p50_ms=round(percentile(latencies, 50), 1), p95_ms=round(percentile(latencies, 95), 1),
+        consulted_share=round(sum(o.consulted_model for _, o in pairs) / len(pairs), 4) if pairs else 0.0,
+        failed=sum(o.failed for _, o in pairs),
+    )
+
+
+def guard_evaluate(samples: list[GuardSample], *, progress: Callable[[int], object] | None = None,
+                   ) -> tuple[list[GroupMetrics], list[GuardOutcome], float]:
+    """Screen every sample; returns the group table, the outcomes and the warm-up screening's milliseconds
+    (the first screening of a process loads, and may embed, the exemplars: it is not counted)."""
+    started = time.perf_counter()
+    message_screen(text=WARM_UP_TEXT, language="en")
+    warm_up_ms = (time.perf_counter() - started) * 1000
+    outcomes: list[GuardOutcome] = []
+    for sample in samples:
+        outcomes.append(sample_screen(sample))
+        if progress:
+            progress(1)
+    pairs = list(zip(samples, outcomes, strict=True))
+    groups: dict[str, list[tuple[GuardSample, GuardOutcome]]] = {"all": pairs}
+    for key in (lambda s: s.language, lambda s: s.category or "-", lambda s: f"{s.language}/{s.category or '-'}"):
+        for sample, outcome in sorted(pairs, key=lambda p: key(p[0])):
+            groups.setdefault(key(sample), []).append((sample, outcome))
+    return [group_metrics(name, members) for name, members in groups.items()], outcomes, warm_up_ms
+
+
+def _cell(value: float | None, percent: bool = True) -> str:
+    if value is None:
+        return "-"
+    return f"{value * 100:.1f}%" if percent else f"{value:.3f}"
+
+
+def metrics_format(rows: list[GroupMetrics], *, provider: str, warm_up_ms: float) -> str:
+    """The table as plain text: one line per group."""
+    header = (f"{'group':<32}{'unsafe':>7}{'safe':>6}{'caught':>9}{'false':>8}{'prec.':>8}{'AUROC':>7}"
+              f"{'p50 ms':>8}{'p95 ms':>8}{'model':>8}{'failed':>7}")
+    lines = [f"Guardian chain: {provider}   (warm-up screening, not counted: {warm_up_ms:.0f} ms)", header]
+    for r in rows:
+        lines.append(
+            f"{r.group[:31]:<32}{r.unsafe:>7}{r.safe:>6}{_cell(r.catch_rate):>9}{_cell(r.false_flag_rate):>8}"
+            f"{_cell(r.precision):>8}{_cell(r.auroc, percent=False):>7}{r.p50_ms:>8.1f}{r.p95_ms:>8.1f}"
+            f"{r.consulted_share * 100:>7.1f}%{r.failed:>7}"
+        )
+    lines += ["", "caught: unsafe texts flagged (recall); false: safe texts flagged; prec.: precision of flags; "
+              "model: share of texts that consulted the local model"]
+    return "\n".join(lines)

@@ -1,0 +1,42 @@
+"""Evaluate the configured guardian chain on labelled texts (see guard.evaluation)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from tqdm import tqdm
+
+from guard.config import guard_config
+from guard.evaluation import GuardFileError, guard_evaluate, metrics_format, samples_read
+
+
+class Command(BaseCommand):
+    help = (
+        'Screen a JSONL file of {"text", "expected": "safe"|"unsafe", "category"?, "language"?} lines with the '
+        "configured guardian chain and print catch rate, false-flag rate, precision, recall, AUROC and latency "
+        "per language and category, and the share of texts that consulted the local model."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--file", required=True, type=Path, help="labelled JSONL file")
+        parser.add_argument("--json", type=Path, default=None, help="also write the metrics and outcomes as JSON")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        try:
+            samples = samples_read(opts["file"])
+        except GuardFileError as exc:
+            raise CommandError(f"{opts['file']}: {exc}") from exc
+        if not samples:
+            raise CommandError(f"{opts['file']}: no labelled texts")
+        provider = guard_config().provider_label
+        with tqdm(total=len(samples), unit="text", file=self.stderr._out,  # type: ignore[attr-defined]
+                  disable=opts["verbosity"] == 0) as bar:
+            rows, outcomes, warm_up_ms = guard_evaluate(samples, progress=bar.update)
+        self.stdout.write(metrics_format(rows, provider=provider, warm_up_ms=warm_up_ms))
+        if opts["json"]:
+            data = {"provider": provider, "warm_up_ms": warm_up_ms, "groups": [r.model_dump() for r in rows],
+                    "outcomes": [{**s.model_dump(), **o.model_dump()} for s, o in zip(samples, outcomes, strict=True)]}
+            opts["json"].write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
