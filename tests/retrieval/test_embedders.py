@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from retrieval.embedders import embedder_get
+from retrieval.embedders import LocalEmbedder, embedder_get
 
 
 def test_local_embedder_runs_and_separates_meaning(local_embedder):
@@ -22,6 +22,30 @@ def test_local_embedder_runs_and_separates_meaning(local_embedder):
     assert scores.argmax() == 0
     ru_query = embedder.embed_queries(["Сколько идёт доставка?"])[0]
     assert (passages @ ru_query).argmax() == 1
+
+
+def test_a_message_embedded_again_as_a_query_reuses_its_vector(local_embedder):
+    """The guardian, the planner and the first search of a turn all embed its message."""
+    embedder = LocalEmbedder(batch_size=8)
+    real = embedder._model
+    calls: list[object] = []
+
+    class Counting:
+        dim = real.dim
+
+        def encode(self, texts: object, is_query: bool) -> np.ndarray:
+            calls.append(texts)
+            return real.encode(texts, is_query)
+
+    embedder._model = Counting()
+    first = embedder.embed_queries(["How do I reset my password?"])
+    first[0, 0] = 42.0  # a caller's change must not reach the next caller
+    again = embedder.embed_queries(["How do I reset my password?"])
+    assert len(calls) == 1 and again[0, 0] != 42.0
+    assert np.allclose(again, LocalEmbedder(batch_size=8).embed_queries(["How do I reset my password?"]), atol=1e-6)
+    embedder.embed_passages(["How do I reset my password?"])  # passages are embedded every time
+    embedder.embed_queries(["How do I reset my password?", "and my e-mail?"])  # so are batches
+    assert len(calls) == 3
 
 
 def test_local_embedder_uses_query_and_passage_prefixes(local_embedder):
