@@ -40,7 +40,7 @@ def worker_db_connections_persist(sender: Any = None, **kwargs: Any) -> None:
       ``WORKER_DB_CONN_MAX_AGE`` seconds, health-checked before reuse;
     - a threads or gevent worker, where hundreds of stages wait on the model at once,
       borrows from one psycopg pool of at most ``WORKER_DB_POOL_MAX_SIZE`` connections:
-      a stage returns its connection while it waits (``supportdesk.dbwait``), so the
+      a stage returns its connection while it waits (``supportdesk.waiting``), so the
       cap holds under any load.
 
     Runs in the worker's main process, before the pool starts, so prefork children
@@ -68,6 +68,10 @@ def worker_db_connections_persist(sender: Any = None, **kwargs: Any) -> None:
             database["CONN_HEALTH_CHECKS"] = True
             options.pop("pool", None)  # a pool per forked child would only churn
             database["CONN_MAX_AGE"] = settings.WORKER_DB_CONN_MAX_AGE
+    if shared:
+        from supportdesk.waiting import cpu_slots_configure
+
+        cpu_slots_configure(settings.WORKER_CPU_SLOTS)
 
     def connections_tidy(**_: Any) -> None:
         close_old_connections()

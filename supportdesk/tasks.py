@@ -16,7 +16,7 @@ from celery import Task, chain, shared_task
 from django.conf import settings
 
 from sgr.cache import content_generation_pinned
-from supportdesk.dbwait import DATABASE_BUSY
+from supportdesk.waiting import DATABASE_BUSY, stage_working
 from supportdesk.llm import LLMStreamInterrupted
 from supportdesk.selectors import turn_get_for_stage
 from supportdesk.services import turn_fail
@@ -38,7 +38,7 @@ STAGE_TASK_OPTIONS = {"bind": True, "acks_late": True, "reject_on_worker_lost": 
 
 def stage_execute(task: Task, turn_id: int, stage: str, run: Callable[..., None]) -> None:
     try:
-        with content_generation_pinned():  # templates and strings: one snapshot per stage
+        with stage_working(), content_generation_pinned():  # templates and strings: one snapshot per stage
             stage_run_guarded(task, turn_id, stage, run)
     except DATABASE_BUSY as exc:
         # The turn keeps its status (the customer sees it queued, or at its stage); stages are

@@ -20,7 +20,7 @@ from openai import OpenAI
 
 from supportdesk.answer.kb import TOOL_NAME, KbResult, kb_search, kb_tool, kb_tool_message
 from supportdesk.answer.stream import TailFilter
-from supportdesk.dbwait import db_connection_release
+from supportdesk.waiting import model_wait
 from supportdesk.llm import LLMStreamInterrupted
 from supportdesk.stages.echo_filter import AnalysisEchoFilter
 
@@ -142,18 +142,18 @@ def _stream_round(
 def _timed(make: Callable[[], Any], outcome: AgentOutcome) -> Iterator[Any]:
     """Iterate a stream, adding the time spent blocked on the model to ``llm_wait_ms``.
 
-    The database connection goes back to the pool before every wait (``supportdesk.dbwait``).
+    The stage gives back its database connection and CPU slot for every wait (``supportdesk.waiting``).
     """
-    db_connection_release()
     began = time.monotonic()
-    stream = make()
+    with model_wait():
+        stream = make()
     outcome.llm_wait_ms += (time.monotonic() - began) * 1000
     iterator = iter(stream)
     while True:
-        db_connection_release()
         began = time.monotonic()
         try:
-            chunk = next(iterator)
+            with model_wait():
+                chunk = next(iterator)
         except StopIteration:
             outcome.llm_wait_ms += (time.monotonic() - began) * 1000
             return

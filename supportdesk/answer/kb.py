@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from supportdesk.dbwait import DATABASE_BUSY
+from supportdesk.waiting import DATABASE_BUSY
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from guard.services import guard_check_record
 from sgr.records import plan_record_save
 from sgr.render import guardian_block_render
 from sgr.strings import ui_string
-from supportdesk.dbwait import db_connection_release
+from supportdesk.waiting import db_connection_release
 from supportdesk.events import turn_event_emit
 from supportdesk.models import Turn
 from supportdesk.services import turn_fail, turn_finish, turn_status_set

@@ -21,7 +21,7 @@ from sgr.render import outputs_render
 from sgr.routing import route
 from sgr.schema import Plan
 from sgr.strings import ui_string
-from supportdesk.dbwait import DATABASE_BUSY, db_connection_release
+from supportdesk.waiting import DATABASE_BUSY, model_wait
 from supportdesk.events import turn_event_emit
 from supportdesk.llm import llm_client
 from supportdesk.models import Turn
@@ -85,8 +85,8 @@ def planner_output_ensure(*, turn: Turn, verdict: Verdict) -> PlanRecord:
         previous_clarification=clarification_asked(parent, language) if parent else "",
     )
     messages = [*context_history(turn=turn, earlier=earlier), {"role": "user", "content": text}]
-    db_connection_release()  # the model takes seconds: the connection serves other stages meanwhile
-    outcome = plan_request(client=llm_client(), messages=messages, context=context, message_text=text)
+    with model_wait():  # seconds on the model: the connection and the CPU serve other stages meanwhile
+        outcome = plan_request(client=llm_client(), messages=messages, context=context, message_text=text)
     return plan_record_planner_save(
         turn_id=turn.pk,
         conversation_id=turn.conversation_id,
