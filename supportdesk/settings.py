@@ -30,6 +30,9 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    # django-ninja ships Swagger UI's assets: with the app installed, /api/docs loads them
+    # from our own static files instead of a CDN (the docs work offline).
+    "ninja",
     "supportdesk.apps.SupportDeskConfig",
     "sgr",
     "guard",
