@@ -16,14 +16,9 @@ from tests.sgr.factories import sgr_isolated
 
 __all__ = ["sgr_isolated"]
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_rate_limits")]
 
 
-@pytest.fixture(autouse=True)
-def _fresh_limits():
-    rate_limits_reset()
-    yield
-    rate_limits_reset()
 
 
 
