@@ -11,6 +11,7 @@ from django.db import transaction
 from sgr.models import PlanRecord
 from sgr.records import plan_record_answer_save, plan_record_get
 from sgr.schema import TOOL_NAME
+from sgr.strings import ui_string
 from supportdesk.answer.agent import AgentOutcome, agent_run
 from supportdesk.answer.batching import TokenBatcher
 from supportdesk.answer.final import FinalAnswer, final_answer_build
@@ -35,6 +36,11 @@ ANSWER_SYSTEM_PROMPT = (
 # The reply follows the customer's language (the turn's), whatever language the articles are in.
 ANSWER_LANGUAGE_PROMPT = "Write the whole answer in {name}, the language of the customer's message."
 LANGUAGE_NAMES: dict[str, str] = {"en": "English", "ru": "Russian"}
+ANSWER_LABEL_KEYS = (
+    "widget_sources", "widget_limitations", "widget_suggestions", "widget_confidence_high", "widget_confidence_medium",
+    "widget_confidence_low", "widget_thumbs_up", "widget_thumbs_down", "widget_feedback_comment",
+    "widget_feedback_send", "widget_feedback_thanks",
+)
 
 
 def plan_injection(*, turn: Turn, record: PlanRecord | None) -> list[dict[str, Any]]:
@@ -139,7 +145,10 @@ def agent_diagnostics(outcome: AgentOutcome) -> dict[str, Any]:
 
 def answer_save(*, turn: Turn, final: FinalAnswer, diagnostics: dict[str, Any]) -> None:
     """Store the answer message and the structured answer, emit citations and the answer, end the turn."""
-    public = {**final.model_dump(exclude={"confidence_score", "invalid_citations"}), "html": answer_html(final.text)}
+    public = {**final.model_dump(exclude={"confidence_score", "invalid_citations"}), "html": answer_html(final.text),
+              # The labels around this answer, in its language (it may differ from the widget's).
+              "language": turn.language,
+              "strings": {key: ui_string(key, turn.language) for key in ANSWER_LABEL_KEYS}}
     with transaction.atomic():
         answer = Message.objects.create(conversation_id=turn.conversation_id, role=Message.Role.ASSISTANT, text=final.text)
         turn.answer_message = answer
