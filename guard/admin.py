@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib import admin
 
 from guard.models import GuardCheck, GuardRule
+from sgr.admin_audit import AuditAdmin
 
 
 @admin.register(GuardRule)
@@ -16,12 +17,11 @@ class GuardRuleAdmin(admin.ModelAdmin):
 
 
 @admin.register(GuardCheck)
-class GuardCheckAdmin(admin.ModelAdmin):
+class GuardCheckAdmin(AuditAdmin):
+    """Screenings are an audit trail: read-only (no Save, no Delete)."""
+
     list_display = ("id", "turn", "kind", "status", "level", "provider", "categories", "latency_ms", "created_at")
     list_filter = ("level", "status", "provider", "kind")
     list_select_related = ("turn",)
     search_fields = ("raw_output", "error")
     readonly_fields = [f.name for f in GuardCheck._meta.fields]
-
-    def has_add_permission(self, request: object) -> bool:
-        return False  # records are written by screenings only
