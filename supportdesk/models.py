@@ -79,7 +79,7 @@ class Turn(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
     # The language this turn is answered in: the customer message's own (detected), else the
     # conversation's. A Russian question in an English widget gets a Russian reply.
-    language = models.CharField(max_length=8, default="en")
+    language = models.CharField(max_length=8, blank=True, default="")
     # Stage outputs, kept beside each other so a retried stage can see what is already done.
     guard_result = models.JSONField(null=True, blank=True)
     plan_result = models.JSONField(null=True, blank=True)
@@ -99,6 +99,12 @@ class Turn(models.Model):
 
     def __str__(self) -> str:
         return f"turn {self.pk} ({self.status})"
+
+    def save(self, *args: object, **kwargs: object) -> None:
+        # A turn created without a language (imports, fixtures) is answered in its conversation's.
+        if not self.language:
+            self.language = self.conversation.language
+        super().save(*args, **kwargs)
 
     @property
     def is_finished(self) -> bool:

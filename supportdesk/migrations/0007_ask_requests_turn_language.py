@@ -14,7 +14,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='turn',
             name='language',
-            field=models.CharField(default='en', max_length=8),
+            field=models.CharField(blank=True, default='', max_length=8),
         ),
         # Turns before this field were answered in their conversation's language.
         migrations.RunSQL(
