@@ -25,13 +25,14 @@ def _start(command: str, **env: str) -> subprocess.Popen:
                             stderr=subprocess.STDOUT, text=True, env={**os.environ, **env})
 
 
-def _read_until(proc: subprocess.Popen, needle: str) -> list[str]:
+def _read_until(proc: subprocess.Popen, *needles: str) -> list[str]:
+    """Lines until every needle was said, in any order (stdout and the filtered stderr interleave)."""
     lines: list[str] = []
     for line in proc.stdout:  # blocks until the script says it (or ends)
         lines.append(line.rstrip("\n"))
-        if needle in line:
+        if all(any(n in seen for seen in lines) for n in needles):
             return lines
-    raise AssertionError(f"never said {needle!r}: {lines}")
+    raise AssertionError(f"never said all of {needles!r}: {lines}")
 
 
 def _gone(pid: int) -> bool:
@@ -46,9 +47,8 @@ def test_a_busy_package_cache_is_explained_and_sigint_stops_the_step_and_its_chi
     # The pretend install prints uv's lock line, its own pid, then waits like a long build.
     proc = _start('echo "INFO Waiting to acquire shared lock for cache" >&2; echo "pid $$"; exec sleep 300')
     try:
-        lines = _read_until(proc, "pid ")
-        child = int(lines[-1].split()[-1])
-        lines += _read_until(proc, "another uv process on this machine is using the package cache")
+        lines = _read_until(proc, "pid ", "another uv process on this machine is using the package cache")
+        child = int(next(line for line in lines if line.startswith("pid ")).split()[-1])
         proc.send_signal(signal.SIGINT)  # to the script's own process only, as the issue describes
         rest = proc.stdout.read()
         assert proc.wait(timeout=30) == 130
