@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 PR_SET_PDEATHSIG = 1
+PROGRESS_EVERY = 15.0  # seconds between "still waiting" lines of a long step
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
@@ -59,12 +60,16 @@ def require_port(port: int, what: str, variable: str) -> None:
 
 def wait_until(check: Callable[[], bool], *, timeout: float, what: str, proc: subprocess.Popen | None = None,
                log: Path | None = None) -> None:
-    deadline = time.monotonic() + timeout
+    began = time.monotonic()
+    deadline, next_note = began + timeout, began + PROGRESS_EVERY
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             raise StackError(f"{what} exited with code {proc.returncode}{_log_tail(log)}")
         if check():
             return
+        if time.monotonic() >= next_note:  # a long start (a model loading) is not a hang
+            say(f"still waiting for {what} ({time.monotonic() - began:.0f}s so far) ...")
+            next_note += PROGRESS_EVERY
         time.sleep(0.1)
     raise StackError(f"{what} did not become ready within {timeout:.0f}s{_log_tail(log)}")
 

@@ -6,6 +6,7 @@ from django.contrib import admin
 from django.utils.html import format_html_join
 
 from guard.models import GuardCheck, GuardExemplar, GuardRule
+from sgr.admin_audit import AuditAdmin
 
 
 @admin.register(GuardRule)
@@ -27,7 +28,9 @@ class GuardExemplarAdmin(admin.ModelAdmin):
 
 
 @admin.register(GuardCheck)
-class GuardCheckAdmin(admin.ModelAdmin):
+class GuardCheckAdmin(AuditAdmin):
+    """Screenings are an audit trail: read-only (no Save, no Delete)."""
+
     list_display = ("id", "turn", "kind", "status", "level", "provider", "categories", "latency_ms", "created_at")
     list_filter = ("level", "status", "provider", "kind")
     list_select_related = ("turn",)
@@ -42,6 +45,3 @@ class GuardCheckAdmin(admin.ModelAdmin):
             "\n", "<div>{} · {} · {} — {}</div>",
             ((m.get("similarity"), m.get("level"), m.get("category") or "-", m.get("text")) for m in matches),
         ) or "-"
-
-    def has_add_permission(self, request: object) -> bool:
-        return False  # records are written by screenings only

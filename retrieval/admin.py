@@ -9,6 +9,7 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from retrieval.models import Chunk, Document, QueryTrace, Upload
+from sgr.admin_audit import AuditAdmin
 from retrieval.parsing import SUPPORTED_EXTENSIONS
 from retrieval.uploads import upload_create
 
@@ -86,7 +87,7 @@ class UploadAdmin(admin.ModelAdmin):
 
 
 @admin.register(QueryTrace)
-class QueryTraceAdmin(admin.ModelAdmin):
+class QueryTraceAdmin(AuditAdmin):
     list_display = ("id", "short_queries", "language", "top_score", "latency_ms", "reranked", "turn", "created_at")
     list_filter = ("language", "reranked")
     readonly_fields = [f.name for f in QueryTrace._meta.fields]
@@ -98,6 +99,3 @@ class QueryTraceAdmin(admin.ModelAdmin):
     @admin.display(description="top score")
     def top_score(self, obj: QueryTrace) -> float | None:
         return obj.confidence.get("top_score")
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False

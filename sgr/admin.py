@@ -15,7 +15,9 @@ from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
+from django.utils.timezone import localtime
 
+from sgr.admin_audit import AuditAdmin
 from sgr.analytics.exports import CONTENT_TYPES, ExportFormat, export_filename, export_stream
 from sgr.editor import (
     Preview, prompt_missing, prompt_preview, template_preview, templates_missing, text_rollback, ui_strings_matrix,
@@ -37,6 +39,13 @@ class VersionedTextAdmin(admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
         obj.author = request.user if request.user.is_authenticated else None
         super().save_model(request, obj, form, change)
+
+    def render_change_form(self, request: HttpRequest, context: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        # Django counts fields with errors ("Please correct the error below" for one body with two
+        # problems); the note counts the problems the staff member has to fix.
+        if context.get("errors"):
+            context["errors"] = [message for field_errors in context["errors"] for message in field_errors]
+        return super().render_change_form(request, context, *args, **kwargs)
 
     def get_urls(self) -> list[URLPattern]:
         info = self.opts.app_label, self.opts.model_name
@@ -146,19 +155,10 @@ class PromptTemplateAdmin(VersionedTextAdmin):
 
 
 @admin.register(TextVersion)
-class TextVersionAdmin(admin.ModelAdmin):
+class TextVersionAdmin(AuditAdmin):  # the history is an audit trail
     list_display = ("kind", "object_id", "version", "author", "created_at")
     list_filter = ("kind",)
     readonly_fields = ("kind", "object_id", "version", "body", "author", "created_at")
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False  # the history is an audit trail
 
 
 @admin.register(UIString)
@@ -266,14 +266,15 @@ def _export(queryset: QuerySet[PlanRecord], export_format: ExportFormat) -> Stre
 
 
 @admin.register(PlanRecord)
-class PlanRecordAdmin(admin.ModelAdmin):
+class PlanRecordAdmin(AuditAdmin):
     """A read-only audit log of turns: filter, search, inspect the three outputs side by side, export."""
 
+    # Short columns, so the two long ones (intent, message) get the room at 1280 px too.
     list_display = (
-        "id", "created_at", "final_action", "model_action", "action_overridden", "guardian_level", "plan_status",
-        "language", "injection_mode", "intent", "message", "conversation_link",
+        "id", "created", "action", "guardian_level", "plan_status", "language", "injection", "intent", "message",
+        "conversation_link",
     )
-    list_display_links = ("id", "created_at")
+    list_display_links = ("id", "created")
     list_filter = (
         FinalActionFilter, ModelActionFilter, "action_overridden", GuardianLevelFilter, GuardianStatusFilter,
         LanguageFilter, InjectionModeFilter, "plan_status", "created_at",
@@ -287,20 +288,25 @@ class PlanRecordAdmin(admin.ModelAdmin):
     show_full_result_count = False
     actions = ("export_csv", "export_jsonl")
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False  # an audit log
-
     def get_search_results(self, request: HttpRequest, queryset: QuerySet[PlanRecord], search_term: str) -> tuple[QuerySet[PlanRecord], bool]:
         term = search_term.strip()
         if not term:
             return queryset, False
         return queryset.filter(Q(plan__user_intent__icontains=term) | Q(turn__user_message__text__icontains=term)), False
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, obj: PlanRecord) -> str:
+        at = localtime(obj.created_at)
+        return format_html("{}<br>{}", at.strftime("%Y-%m-%d"), at.strftime("%H:%M:%S"))
+
+    @admin.display(description="action", ordering="final_action")
+    def action(self, obj: PlanRecord) -> str:
+        """The final action, and the model's when the code overrode it."""
+        return f"{obj.final_action} (model: {obj.model_action})" if obj.action_overridden else obj.final_action
+
+    @admin.display(description="injection", ordering="injection_mode")
+    def injection(self, obj: PlanRecord) -> str:
+        return obj.injection_mode
 
     @admin.display(description="guardian")
     def guardian_level(self, obj: PlanRecord) -> str:

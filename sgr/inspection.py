@@ -63,6 +63,7 @@ class Inspection(BaseModel):
     guard_checks: list[dict[str, Any]]
     traces: list[Trace]
     answer: str
+    answer_missing: str  # why there is no answer (shown instead of it); "" when there is one
     sources: list[dict[str, Any]]
     timeline: list[StageTime]
     tokens: dict[str, int | None]
@@ -109,6 +110,21 @@ def _traces(turn: models.Model) -> list[Trace]:
                 )
             )
     return traces
+
+
+# Turn statuses (supportdesk.Turn) while the pipeline still works on a turn; sgr reads them as strings.
+IN_PROGRESS = {"queued", "guarding", "planning", "answering"}
+
+
+def answer_missing_reason(*, status: str, final_action: str, error_code: str) -> str:
+    """Why a record shows no answer, truthfully: still running, failed, or ended by its action."""
+    if status in IN_PROGRESS:
+        return f"no answer yet: the turn is still {status}"
+    if status == "failed":
+        return f"no answer: the turn failed ({error_code or 'unknown error'})"
+    if final_action and final_action != "normal":
+        return f"no answer: the turn ended after the UI response ({final_action})"
+    return "no answer was stored for this turn"
 
 
 def plan_record_inspection(*, record_id: int) -> Inspection | None:
@@ -158,6 +174,8 @@ def plan_record_inspection(*, record_id: int) -> Inspection | None:
         guard_checks=checks,
         traces=_traces(turn),
         answer=turn.answer_text,
+        answer_missing="" if turn.answer_text else answer_missing_reason(
+            status=turn.status, final_action=record.final_action, error_code=turn.error_code),
         sources=list((answer_event.payload or {}).get("sources") or []) if answer_event else [],
         timeline=timeline,
         tokens={

@@ -7,6 +7,7 @@ from django.http import HttpRequest
 from django.template.loader import render_to_string
 from django.utils.safestring import SafeString
 
+from sgr.admin_audit import AuditAdmin
 from supportdesk.apikeys import api_key_issue
 from supportdesk.models import ApiKey, Conversation, Message, Turn, TurnEvent, TurnFeedback
 from supportdesk.selectors import conversation_transcript
@@ -44,7 +45,7 @@ class ConversationAdmin(admin.ModelAdmin):
 
 
 @admin.register(Turn)
-class TurnAdmin(admin.ModelAdmin):
+class TurnAdmin(AuditAdmin):
     list_display = ("id", "conversation", "status", "error_code", "created_at")
     list_filter = ("status",)
     list_select_related = ("conversation",)
@@ -52,7 +53,7 @@ class TurnAdmin(admin.ModelAdmin):
 
 
 @admin.register(TurnEvent)
-class TurnEventAdmin(admin.ModelAdmin):
+class TurnEventAdmin(AuditAdmin):
     list_display = ("conversation", "seq", "type", "turn", "created_at")
     list_filter = ("type",)
     list_select_related = ("conversation",)
@@ -70,14 +71,11 @@ class ApiKeyForm(forms.ModelForm):
 
 
 @admin.register(TurnFeedback)
-class TurnFeedbackAdmin(admin.ModelAdmin):
+class TurnFeedbackAdmin(AuditAdmin):
     list_display = ("turn", "rating", "comment", "created_at")
     list_filter = ("rating",)
     list_select_related = ("turn",)
     readonly_fields = ("turn", "rating", "comment", "created_at")
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
 
 
 @admin.register(ApiKey)
@@ -85,8 +83,12 @@ class ApiKeyAdmin(admin.ModelAdmin):
     """Keys are generated on save and shown once; only their hash is stored."""
 
     form = ApiKeyForm
-    list_display = ("name", "prefix", "scopes", "created_at", "last_used_at", "revoked_at")
+    list_display = ("name", "prefix", "scopes_shown", "created_at", "last_used_at", "revoked_at")
     readonly_fields = ("prefix", "created_at", "last_used_at")
+
+    @admin.display(description="scopes")
+    def scopes_shown(self, obj: ApiKey) -> str:
+        return ", ".join(obj.scopes) or "—"
 
     def save_model(self, request: HttpRequest, obj: ApiKey, form: forms.ModelForm, change: bool) -> None:
         raw = None if change else api_key_issue(api_key=obj)

@@ -94,7 +94,23 @@ def filters_parse(query: QueryDict) -> PlanRecordFilters:
         field = ".".join(str(p) for p in error["loc"]) or "date_from"
         if error["type"] == "value_error" and "date_from" in error["msg"]:
             raise HttpError(422, ui_string("analytics_error_dates", _language())) from exc
-        raise HttpError(422, ui_string("analytics_error_filter", _language(), field=field, error=error["msg"])) from exc
+        problem = filter_problem(error, _language())
+        raise HttpError(422, ui_string("analytics_error_filter", _language(), field=field, error=problem)) from exc
+
+
+def filter_problem(error: Any, language: str) -> str:
+    """What is wrong with one filter value, in ``language`` (pydantic's ``msg`` is English only)."""
+    kind = str(error.get("type", ""))
+    if kind in ("literal_error", "enum"):
+        expected = str((error.get("ctx") or {}).get("expected", "")).replace(" or ", ", ")
+        return ui_string("analytics_error_value_choice", language, allowed=expected)
+    if "date" in kind:
+        return ui_string("analytics_error_value_date", language)
+    if kind.startswith("bool"):
+        return ui_string("analytics_error_value_bool", language)
+    if kind == "extra_forbidden":
+        return ui_string("analytics_error_value_unknown", language)
+    return ui_string("analytics_error_value_invalid", language)
 
 
 def _ordering(query: QueryDict) -> str:

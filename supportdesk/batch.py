@@ -180,7 +180,8 @@ def row_process(request: Request, *, language: str, timeout: float) -> dict[str,
     row: dict[str, Any] = {"id": request.id}
     try:
         text = request_text(subject=request.subject, html=request.html)
-        turn = ask_submit(text=text, language=language)
+        # The same path as POST /api/v1/ask: one conversation per request, then a bounded wait.
+        turn = ask_submit(text=text, language=language).turn
         finished = turn_wait(turn_id=turn.pk, timeout=timeout)
         result = turn_structured(turn=finished)
         plan = result.plan or {}

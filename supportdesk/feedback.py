@@ -18,7 +18,7 @@ def feedback_submit(*, turn: Turn, rating: int, comment: str = "") -> TurnFeedba
     Raises :class:`MessageRejected` with a localized text for an unfinished
     turn, a rating other than 1 / -1, or a comment that is too long.
     """
-    language = turn.conversation.language
+    language = turn.language
     if not turn.is_finished:
         raise MessageRejected("feedback_turn_unfinished", ui_string("feedback_turn_unfinished", language))
     if rating not in (TurnFeedback.Rating.UP, TurnFeedback.Rating.DOWN):

@@ -77,6 +77,9 @@ class Turn(models.Model):
         Message, on_delete=models.SET_NULL, null=True, blank=True, related_name="answered_turn"
     )
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    # The language this turn is answered in: the customer message's own (detected), else the
+    # conversation's. A Russian question in an English widget gets a Russian reply.
+    language = models.CharField(max_length=8, blank=True, default="")
     # Stage outputs, kept beside each other so a retried stage can see what is already done.
     guard_result = models.JSONField(null=True, blank=True)
     plan_result = models.JSONField(null=True, blank=True)
@@ -96,6 +99,12 @@ class Turn(models.Model):
 
     def __str__(self) -> str:
         return f"turn {self.pk} ({self.status})"
+
+    def save(self, *args: object, **kwargs: object) -> None:
+        # A turn created without a language (imports, fixtures) is answered in its conversation's.
+        if not self.language:
+            self.language = self.conversation.language
+        super().save(*args, **kwargs)
 
     @property
     def is_finished(self) -> bool:
@@ -177,3 +186,29 @@ class ApiKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} (sd_{self.prefix}_…)"
+
+
+class AskRequest(models.Model):
+    """One ``POST /api/v1/ask`` call: which key started which turn, under which idempotency key.
+
+    The result endpoint answers only the key that asked; a retried request with the same
+    ``Idempotency-Key`` finds this row and returns its turn instead of starting another.
+    """
+
+    api_key = models.ForeignKey(ApiKey, on_delete=models.CASCADE, null=True, blank=True, related_name="asks")
+    idempotency_key = models.CharField(max_length=200, blank=True, default="")
+    # SHA-256 of the request body: the same key with another body is a client bug (409).
+    request_hash = models.CharField(max_length=64)
+    turn = models.OneToOneField(Turn, on_delete=models.CASCADE, related_name="ask_request")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["api_key", "idempotency_key"], name="askrequest_unique_idempotency_key",
+                condition=~models.Q(idempotency_key=""), nulls_distinct=False,
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"ask turn {self.turn_id}"

@@ -1,18 +1,25 @@
 """Running one request through the same Celery pipeline as the widget, and reading its result.
 
-Used by the public ``ask`` API and by batch tools: they submit a message, wait for
-the turn to end (the stages run on the workers), then read one structured result.
+Used by the public ``ask`` API and by batch tools: they submit a message, wait a
+bounded time for the turn to end (the stages run on the workers), then read one
+structured result. A turn that is not done in time keeps running and is read later.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
+from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
+from django.db import IntegrityError, transaction
 from pydantic import BaseModel, Field
 
 from sgr.records import plan_record_get
-from supportdesk.models import Turn
+from sgr.strings import ui_string
+from supportdesk.models import ApiKey, AskRequest, Turn
 from supportdesk.services import conversation_create, message_receive
 
 
@@ -39,10 +46,108 @@ class TurnTimeout(TimeoutError):
         self.turn_id = turn_id
 
 
-def ask_submit(*, text: str, language: str) -> Turn:
-    """A new conversation with one customer message; its pipeline starts on commit."""
-    created = conversation_create(language=language)
-    return message_receive(conversation=created.conversation, text=text)
+class IdempotencyConflict(ValueError):
+    """The idempotency key was used before with a different request body."""
+
+
+@dataclass(frozen=True)
+class AskSubmission:
+    turn: Turn
+    replayed: bool  # True: an earlier request with the same idempotency key started this turn
+
+
+def _request_hash(*, text: str, language: str) -> str:
+    return hashlib.sha256(json.dumps([text, language], ensure_ascii=False).encode()).hexdigest()
+
+
+def ask_submit(
+    *, text: str, language: str, api_key: ApiKey | None = None, idempotency_key: str = "",
+    client_ip: str | None = None,
+) -> AskSubmission:
+    """A new conversation with one customer message (its pipeline starts on commit), or, for a
+    repeated ``idempotency_key`` of the same ``api_key``, the turn the first request started.
+
+    Raises :class:`~supportdesk.services.MessageRejected` (nothing is saved) and
+    :class:`IdempotencyConflict` (the key was used with another body).
+    """
+    digest = _request_hash(text=text, language=language)
+    if idempotency_key:
+        earlier = _ask_request_find(api_key=api_key, idempotency_key=idempotency_key)
+        if earlier is not None:
+            return _replayed(earlier, digest)
+    try:
+        with transaction.atomic():
+            conversation = conversation_create(language=language).conversation
+            turn = message_receive(conversation=conversation, text=text, client_ip=client_ip)
+            AskRequest.objects.create(api_key=api_key, idempotency_key=idempotency_key, request_hash=digest, turn=turn)
+    except IntegrityError:
+        # A concurrent retry with the same key committed first: the whole attempt rolled back
+        # (no second conversation, no second pipeline), and its turn is the answer.
+        earlier = _ask_request_find(api_key=api_key, idempotency_key=idempotency_key)
+        if earlier is None:
+            raise
+        return _replayed(earlier, digest)
+    return AskSubmission(turn=turn, replayed=False)
+
+
+def _ask_request_find(*, api_key: ApiKey | None, idempotency_key: str) -> AskRequest | None:
+    return (AskRequest.objects.select_related("turn__conversation")
+            .filter(api_key=api_key, idempotency_key=idempotency_key).first())
+
+
+def _replayed(earlier: AskRequest, digest: str) -> AskSubmission:
+    if earlier.request_hash != digest:
+        raise IdempotencyConflict("this Idempotency-Key was used with a different request body")
+    return AskSubmission(turn=earlier.turn, replayed=True)
+
+
+def ask_turn_get(*, api_key: ApiKey, turn_id: int) -> Turn | None:
+    """The turn ``api_key`` started with ``ask`` (another key's turn or a widget turn: ``None``)."""
+    found = AskRequest.objects.select_related("turn__conversation").filter(api_key=api_key, turn_id=turn_id).first()
+    return found.turn if found else None
+
+
+def ask_wait_bound(wait: float | None) -> float:
+    """Seconds a request may hold its connection: ``ASK_TIMEOUT`` by default, never over ``ASK_MAX_WAIT``."""
+    chosen = settings.ASK_TIMEOUT if wait is None else wait
+    return max(0.0, min(float(chosen), settings.ASK_MAX_WAIT))
+
+
+def turn_wait_or_current(*, turn_id: int, timeout: float) -> Turn:
+    """The turn once it has ended, or as it is when ``timeout`` runs out (never raises for time)."""
+    try:
+        return turn_wait(turn_id=turn_id, timeout=timeout)
+    except TurnTimeout:
+        return Turn.objects.select_related("conversation").get(pk=turn_id)
+
+
+# Failed turns as an integrator sees them: (HTTP status, may a retry help, UI string of the message).
+FAILURES: dict[str, tuple[int, bool, str]] = {
+    "llm_unavailable": (503, True, "error_llm_unavailable"),
+    "guard_unavailable": (503, True, "guard_unavailable"),
+}
+FAILURE_DEFAULT = (500, False, "error_internal")
+
+
+class TurnFailure(BaseModel):
+    """Why a turn failed, for API callers: a stable ``code``, a localized ``message``, retry advice."""
+
+    code: str
+    message: str
+    http_status: int
+    retryable: bool
+    retry_after: int | None = None  # seconds
+
+
+def turn_failure(*, turn: Turn) -> TurnFailure:
+    http_status, retryable, message_key = FAILURES.get(turn.error_code, FAILURE_DEFAULT)
+    return TurnFailure(
+        code=turn.error_code or "internal_error",
+        message=ui_string(message_key, turn.language),
+        http_status=http_status,
+        retryable=retryable,
+        retry_after=settings.ASK_RETRY_AFTER if retryable else None,
+    )
 
 
 def turn_wait(*, turn_id: int, timeout: float, poll: float = 0.1) -> Turn:

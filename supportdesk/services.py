@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import connection, transaction
 
+from retrieval.language import language_detect
 from sgr.strings import supported_language, ui_string
 from supportdesk.events import turn_event_emit, turn_events_flush
 from supportdesk.models import Conversation, Message, Turn, new_access_token, token_hash
@@ -70,6 +71,18 @@ def message_rate_check(*, conversation: Conversation, client_ip: str | None) -> 
         raise MessageRejected("rate_limited", ui_string("error_rate_limited", conversation.language))
 
 
+# Fewer letters than this ("ok", "?", an order number) say nothing about the customer's language.
+LANGUAGE_MIN_LETTERS = 3
+
+
+def message_language(*, text: str) -> str | None:
+    """The supported language the message is written in, or ``None`` when it is too short to tell."""
+    if sum(ch.isalpha() for ch in text) < LANGUAGE_MIN_LETTERS:
+        return None
+    detected = language_detect(text, default="")
+    return supported_language(detected) if detected else None
+
+
 def message_receive(*, conversation: Conversation, text: object, client_ip: str | None = None) -> Turn:
     """Save the customer's message and its turn atomically, then start the pipeline.
 
@@ -81,7 +94,10 @@ def message_receive(*, conversation: Conversation, text: object, client_ip: str 
     message_rate_check(conversation=conversation, client_ip=client_ip)
     with transaction.atomic():
         message = Message.objects.create(conversation=conversation, role=Message.Role.USER, text=cleaned)
-        turn = Turn.objects.create(conversation=conversation, user_message=message)
+        # The reply follows the message's language, whatever the widget's (issue: a Russian
+        # question in the English widget is answered in Russian).
+        language = message_language(text=cleaned) or conversation.language
+        turn = Turn.objects.create(conversation=conversation, user_message=message, language=language)
         turn_event_emit(turn=turn, type="status", payload={"status": turn.status})
         transaction.on_commit(lambda: _enqueue_turn(turn.pk))
     return turn
@@ -106,7 +122,7 @@ def turn_fail(*, turn: Turn, stage: str, code: str, detail: str = "", message_ke
 
     ``message_key`` names the UI string shown to the customer (default: derived from ``code``).
     """
-    language = turn.conversation.language
+    language = turn.language
     if message_key is None:
         message_key = "error_llm_unavailable" if code == "llm_unavailable" else "error_internal"
     stage_diagnostics_flush()

@@ -30,6 +30,9 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    # django-ninja ships Swagger UI's assets: with the app installed, /api/docs loads them
+    # from our own static files instead of a CDN (the docs work offline).
+    "ninja",
     "supportdesk.apps.SupportDeskConfig",
     "sgr",
     "guard",
@@ -297,8 +300,13 @@ RATE_LIMIT_CONVERSATION_PER_MINUTE = env.int("RATE_LIMIT_CONVERSATION_PER_MINUTE
 RATE_LIMIT_IP_PER_MINUTE = env.int("RATE_LIMIT_IP_PER_MINUTE", default=120)
 # Redis for the rate-limit counters.
 RATE_LIMIT_REDIS_URL = env.str("RATE_LIMIT_REDIS_URL", default=REDIS_URL)
-# How long POST /api/v1/ask waits for the pipeline before answering 504 (the turn keeps running).
-ASK_TIMEOUT = env.float("ASK_TIMEOUT", default=60.0)
+# How long POST /api/v1/ask waits for the turn when the request gives no `wait`; a turn not done
+# by then is answered 202 with its result URL (it keeps running on the workers).
+ASK_TIMEOUT = env.float("ASK_TIMEOUT", default=30.0)
+# The most seconds a caller's `wait` may hold a connection (larger values are cut to this).
+ASK_MAX_WAIT = env.float("ASK_MAX_WAIT", default=120.0)
+# Seconds an integrator is told to wait (Retry-After) before polling a 202 or retrying a 503.
+ASK_RETRY_AFTER = env.int("ASK_RETRY_AFTER", default=5)
 # Origins of other sites whose pages may embed the widget (CORS on /api/ and websockets), or "*".
 WIDGET_ALLOWED_ORIGINS = env.list("WIDGET_ALLOWED_ORIGINS", default=[])
 

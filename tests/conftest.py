@@ -94,6 +94,16 @@ def llm(llm_server: ScriptedLLM, settings: Any) -> Iterator[ScriptedLLM]:
 
 
 @pytest.fixture
+def fresh_rate_limits() -> Iterator[None]:
+    """Rate-limit counters are in Redis, shared by every test: each test starts and ends at zero."""
+    from supportdesk.ratelimit import rate_limits_reset
+
+    rate_limits_reset()
+    yield
+    rate_limits_reset()
+
+
+@pytest.fixture
 def no_enqueue(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Record turns instead of sending their pipeline to the broker (tests without a worker)."""
     enqueued: list[int] = []

@@ -11,6 +11,7 @@ from django.db import transaction
 from sgr.models import PlanRecord
 from sgr.records import plan_record_answer_save, plan_record_get
 from sgr.schema import TOOL_NAME
+from sgr.strings import ui_string
 from supportdesk.answer.agent import AgentOutcome, agent_run
 from supportdesk.answer.batching import TokenBatcher
 from supportdesk.answer.final import FinalAnswer, final_answer_build
@@ -20,6 +21,7 @@ from supportdesk.llm import llm_client
 from supportdesk.models import Message, Turn, TurnEvent
 from supportdesk.selectors import context_history, turn_synthetic
 from supportdesk.services import turn_diagnostics_merge, turn_finish
+from supportdesk.stages.echo_filter import answer_text_clean
 from supportdesk.stages.guard import answer_moderate
 from supportdesk.turnlog import stage_logged
 
@@ -30,6 +32,14 @@ ANSWER_SYSTEM_PROMPT = (
     "If the knowledge base does not cover the question, say so instead of guessing. "
     "After the answer you may add one last line `FOLLOW-UPS: question | question | question` "
     "with up to three short questions the customer might ask next."
+)
+# The reply follows the customer's language (the turn's), whatever language the articles are in.
+ANSWER_LANGUAGE_PROMPT = "Write the whole answer in {name}, the language of the customer's message."
+LANGUAGE_NAMES: dict[str, str] = {"en": "English", "ru": "Russian"}
+ANSWER_LABEL_KEYS = (
+    "widget_sources", "widget_limitations", "widget_suggestions", "widget_confidence_high", "widget_confidence_medium",
+    "widget_confidence_low", "widget_thumbs_up", "widget_thumbs_down", "widget_feedback_comment",
+    "widget_feedback_send", "widget_feedback_thanks",
 )
 
 
@@ -59,7 +69,8 @@ def plan_injection(*, turn: Turn, record: PlanRecord | None) -> list[dict[str, A
 def answer_messages(*, turn: Turn, record: PlanRecord | None) -> list[dict[str, Any]]:
     """System prompt, history (synthetic messages and answers only), the message, this turn's plan."""
     return [
-        {"role": "system", "content": ANSWER_SYSTEM_PROMPT},
+        {"role": "system", "content": ANSWER_SYSTEM_PROMPT + " " + ANSWER_LANGUAGE_PROMPT.format(
+            name=LANGUAGE_NAMES.get(turn.language, turn.language))},
         *context_history(turn=turn),
         {"role": "user", "content": turn.user_message.text},
         *plan_injection(turn=turn, record=record),
@@ -69,7 +80,7 @@ def answer_messages(*, turn: Turn, record: PlanRecord | None) -> list[dict[str, 
 def answer_stage_run(*, turn: Turn) -> None:
     if turn.status != Turn.Status.ANSWERING:
         return
-    language = turn.conversation.language
+    language = turn.language
     with stage_logged(turn.pk, "answer") as log:
         answer_restart_clear(turn=turn)
         tokens = TokenBatcher(lambda text: token_emit(turn=turn, text=text), settings.ANSWER_TOKEN_BATCH_MS)
@@ -82,8 +93,9 @@ def answer_stage_run(*, turn: Turn) -> None:
         finally:
             tokens.flush()  # what reached us is shown, even from a stream that broke
         log.tokens = {"prompt": outcome.prompt_tokens, "completion": outcome.completion_tokens}
+        # The stream was filtered; the stored text is checked again, whatever the model wrote (DT-004).
         final = final_answer_build(
-            text=outcome.text, searches=outcome.searches, follow_ups=outcome.follow_ups,
+            text=answer_text_clean(text=outcome.text, synthetic=turn_synthetic(turn, record)), searches=outcome.searches, follow_ups=outcome.follow_ups,
             hit_limit=outcome.hit_limit, language=language,
         )
         # Output moderation (off by default) may retract the streamed text and replace it.
@@ -133,7 +145,10 @@ def agent_diagnostics(outcome: AgentOutcome) -> dict[str, Any]:
 
 def answer_save(*, turn: Turn, final: FinalAnswer, diagnostics: dict[str, Any]) -> None:
     """Store the answer message and the structured answer, emit citations and the answer, end the turn."""
-    public = {**final.model_dump(exclude={"confidence_score", "invalid_citations"}), "html": answer_html(final.text)}
+    public = {**final.model_dump(exclude={"confidence_score", "invalid_citations"}), "html": answer_html(final.text),
+              # The labels around this answer, in its language (it may differ from the widget's).
+              "language": turn.language,
+              "strings": {key: ui_string(key, turn.language) for key in ANSWER_LABEL_KEYS}}
     with transaction.atomic():
         answer = Message.objects.create(conversation_id=turn.conversation_id, role=Message.Role.ASSISTANT, text=final.text)
         turn.answer_message = answer

@@ -24,7 +24,7 @@ from supportdesk.turnlog import stage_logged
 def guard_stage_run(*, turn: Turn) -> None:
     if turn.status not in (Turn.Status.QUEUED, Turn.Status.GUARDING):
         return  # already screened (a retried task does nothing)
-    language = turn.conversation.language
+    language = turn.language
     with stage_logged(turn.pk, "guard") as log:
         if turn.status == Turn.Status.QUEUED:
             turn_status_set(turn=turn, status=Turn.Status.GUARDING)
@@ -73,7 +73,7 @@ def answer_moderate(*, turn: Turn, text: str) -> str:
     """
     if not settings.GUARD_OUTPUT_MODERATION:
         return text
-    language = turn.conversation.language
+    language = turn.language
     verdict = response_screen(prompt=turn.user_message.text, text=text, language=language)
     if verdict.status == "blocked":
         replacement = guardian_block_render(verdict=verdict, language=language).ui_response

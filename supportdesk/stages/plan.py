@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from pydantic import ValidationError
 
@@ -26,7 +27,7 @@ from supportdesk.events import turn_event_emit
 from supportdesk.llm import llm_client
 from supportdesk.models import Turn
 from supportdesk.selectors import context_history, turn_plan_record, turns_before
-from supportdesk.services import turn_finish, turn_status_set
+from supportdesk.services import message_language, turn_finish, turn_status_set
 from supportdesk.turnlog import stage_logged
 
 logger = logging.getLogger(__name__)
@@ -73,7 +74,7 @@ def planner_output_ensure(*, turn: Turn, verdict: Verdict) -> PlanRecord:
     record = plan_record_get(turn_id=turn.pk)
     if record is not None and record.plan is not None:
         return record
-    language = turn.conversation.language
+    language = turn.language
     text = turn.user_message.text
     earlier = turns_before(turn=turn)
     previous = turn_plan_record(earlier[-1]) if earlier else None
@@ -97,14 +98,23 @@ def planner_output_ensure(*, turn: Turn, verdict: Verdict) -> PlanRecord:
     )
 
 
+def reply_language(*, turn: Turn, plan: Plan) -> str:
+    """The turn's reply language: the message's own when it tells (set on receipt), else the
+    plan's ``answer_language`` when we have strings for it, else the conversation's."""
+    if message_language(text=turn.user_message.text) is not None:
+        return turn.language
+    planned = (plan.answer_language or "").split("-")[0].lower()
+    return planned if planned in {code for code, _ in settings.LANGUAGES} else turn.language
+
+
 def plan_stage_run(*, turn: Turn) -> None:
     if turn.status != Turn.Status.PLANNING:
         return
-    language = turn.conversation.language
     verdict = verdict_read(turn.guard_result)
     with stage_logged(turn.pk, "sgr") as log:
         record = planner_output_ensure(turn=turn, verdict=verdict)
         plan = Plan.model_validate(record.plan)
+        language = turn.language = reply_language(turn=turn, plan=plan)
         decision = route(plan=plan, verdict=verdict, kb_relevance=record.kb_relevance)
         action = decision.final_action
         outputs = outputs_render(
@@ -127,6 +137,6 @@ def plan_stage_run(*, turn: Turn) -> None:
             turn_event_emit(turn=turn, type="plan", payload={"action": action, "text": outputs.ui_response})
             # The outputs are saved with the new status, in one UPDATE.
             if action in TERMINAL_BY_ACTION:
-                turn_finish(turn=turn, status=TERMINAL_BY_ACTION[action], also=("plan_result", "ui_response"))
+                turn_finish(turn=turn, status=TERMINAL_BY_ACTION[action], also=("plan_result", "ui_response", "language"))
             else:
-                turn_status_set(turn=turn, status=Turn.Status.ANSWERING, also=("plan_result", "ui_response"))
+                turn_status_set(turn=turn, status=Turn.Status.ANSWERING, also=("plan_result", "ui_response", "language"))

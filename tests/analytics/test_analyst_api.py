@@ -81,6 +81,19 @@ def test_bad_input_is_a_clear_localized_422(client: Client, analyst: dict[str, s
     assert client.get(BASE, {"unknown": "1"}, **analyst).status_code == 422
 
 
+@pytest.mark.parametrize("query", [{"final_action": "explode"}, {"date_from": "yesterday"}, {"unknown": "1"},
+                                   {"overridden": "maybe"}])
+def test_a_russian_422_is_all_russian(client: Client, analyst: dict[str, str], query: dict[str, str]) -> None:
+    import re
+
+    detail = client.get(BASE, query, HTTP_ACCEPT_LANGUAGE="ru", **analyst).json()["detail"]
+    assert detail.startswith("Некорректный фильтр")
+    # Only the field name and the allowed values may be Latin; no English prose.
+    latin_words = set(re.findall(r"[A-Za-z_]{3,}", detail)) - {
+        *query, "normal", "clarify", "block", "guardian_block", "true", "false"}
+    assert not latin_words, detail
+
+
 def _body(response: StreamingHttpResponse) -> str:
     assert isinstance(response, StreamingHttpResponse)
     return b"".join(response.streaming_content).decode()

@@ -4,7 +4,7 @@ The browser is never downloaded by playwright: the fixture uses Debian's ``chrom
 from the PATH (or ``SD_CHROMIUM``) and, when it is missing and we are root (CI),
 installs it with apt-get first.
 Screenshots go to the test's temporary directory; with ``SD_SCREENSHOTS=DIR``
-they are also written to ``DIR`` (``SD_SCREENSHOTS=docs`` refreshes ``docs/inspector.png``).
+they are also written to ``DIR`` (the screenshots in ``docs/`` come from ``test_admin_screens.py``).
 """
 
 from __future__ import annotations
@@ -110,7 +110,8 @@ def test_inspector_template_editor_and_dashboard_in_chromium(seeded_content: Non
     record = record_make(
         text="My invoice for March shows the wrong amount, how do I get it corrected?",
         plan={"user_intent": "The customer wants a wrong March invoice corrected.", "topic": "invoice correction",
-              "category": "billing", "subqueries": ["correct invoice amount", "invoice dispute"]},
+              "category": "billing", "subqueries": ["correct invoice amount", "invoice dispute"],
+              "action_plan": ["Explain how to request a correction"], "uncertainties": ["which invoice number"]},
         raw_arguments='{"spam_score": 0.05, "user_intent": "The customer wants a wrong March invoice corrected."}',
         answer="Open Billing > Invoices, choose March and press “Request correction” [1].",
         events=[("status", 4, {"status": "guarding"}), ("status", 9, {"status": "planning"}),

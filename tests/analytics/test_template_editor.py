@@ -137,3 +137,13 @@ def test_staff_pages_need_a_staff_account(client: Client, django_user_model: obj
     client.force_login(user)
     response = client.post(reverse("admin:sgr_responsetemplate_preview"), {"body": BODY})
     assert response.status_code == 302 and "/admin/login/" in response["Location"]
+
+
+def test_the_error_note_counts_the_problems_not_the_fields(staff_client: Client) -> None:
+    url = reverse("admin:sgr_responsetemplate_change", args=[_template().pk])
+    two = staff_client.post(url, {"name": "normal", "language": "en", "is_active": "on",
+                                  "body": "## Analysis\n{{ x.y }}\n## Response\n{{ nope }}"}).content.decode()
+    assert "Please correct the errors below." in two  # one field, two problems
+    one = staff_client.post(url, {"name": "normal", "language": "en", "is_active": "on",
+                                  "body": "## Analysis\n## Response\n{{ nope }}"}).content.decode()
+    assert "Please correct the error below." in one

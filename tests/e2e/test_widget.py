@@ -23,7 +23,19 @@ def _plan(llm: ScriptedLLM) -> Reply:
     return Reply(tool_calls=[{"name": "analyse_user_request", "arguments": json.dumps(llm.plan_args)}])
 
 
+def widget_open(page: Any) -> None:
+    """Open the panel with its launcher (keyboard only) unless it is open already."""
+    launcher = page.locator("button.launcher")
+    launcher.wait_for()
+    page.wait_for_function("() => document.querySelector('#supportdesk-widget').shadowRoot"
+                           ".querySelector('button.launcher').getAttribute('aria-label') !== 'widget_open'")
+    if launcher.get_attribute("aria-expanded") != "true":
+        launcher.focus()
+        launcher.press("Enter")
+
+
 def _ask(page: Any, text: str) -> None:
+    widget_open(page)
     box = page.locator("form input")
     box.wait_for()
     box.fill(text)
@@ -156,6 +168,7 @@ def test_staff_see_the_debug_view(page, live_server_url, llm, django_user_model)
 
 def test_a_failed_turn_shows_a_localized_error_and_retry_sends_it_again(page, live_server_url, llm):
     page.goto(live_server_url + "/?lang=ru")
+    widget_open(page)
     page.locator("form input").wait_for()
     page.wait_for_function(
         "() => document.querySelector('#supportdesk-widget').shadowRoot.querySelector('.conn').textContent === ''")

@@ -99,3 +99,15 @@ def test_demo_setup_loads_the_demo_kb_idempotently(stub_embedder, settings, tmp_
     out = io.StringIO()
     call_command("demo_setup", stdout=out, stderr=io.StringIO())
     assert "unchanged 10" in out.getvalue() and Document.objects.count() == 10
+
+
+def test_demo_credentials_file_names_the_user_and_keeps_the_password(stub_embedder, settings, tmp_path):
+    from django.contrib.auth import authenticate
+
+    settings.BASE_DIR = tmp_path
+    call_command("demo_setup", stdout=io.StringIO(), stderr=io.StringIO())
+    fields = dict(line.split(": ", 1) for line in (tmp_path / ".data" / "demo-staff.txt").read_text().splitlines())
+    assert fields["username"] == "staff" and authenticate(username="staff", password=fields["password"])
+    call_command("demo_setup", stdout=io.StringIO(), stderr=io.StringIO())  # a second run keeps the account as is
+    again = dict(line.split(": ", 1) for line in (tmp_path / ".data" / "demo-staff.txt").read_text().splitlines())
+    assert again == fields and authenticate(username="staff", password=fields["password"])

@@ -73,3 +73,11 @@ def test_credentials_are_checked(client, no_enqueue):
     assert client.get(unknown, headers={"X-Conversation-Token": body["token"]}).status_code == 404
     missing_turn = f"/api/conversations/{body['id']}/turns/999999"
     assert client.get(missing_turn, headers={"X-Conversation-Token": body["token"]}).status_code == 404
+
+
+def test_every_page_has_a_favicon(client):
+    redirect = client.get("/favicon.ico")
+    assert redirect.status_code == 301 and redirect["Location"].endswith("/static/supportdesk/favicon.svg")
+    icon = client.get(redirect["Location"])
+    assert icon.status_code == 200 and b"<svg" in b"".join(icon.streaming_content)
+    assert 'rel="icon"' in client.get("/?lang=ru").content.decode()

@@ -56,3 +56,19 @@ def test_admin_issues_the_key_once_and_stores_only_its_hash():
     assert api_key_verify(raw_key=raw, scope="analyst") == key
     # The change page never shows it again.
     assert raw not in client.get(f"/admin/supportdesk/apikey/{key.pk}/change/").content.decode()
+
+
+@pytest.mark.usefixtures("fresh_rate_limits")
+def test_the_create_api_key_command_prints_a_working_key_once(client, no_enqueue):
+    import io
+
+    from django.core.management import call_command
+
+    out = io.StringIO()
+    call_command("create_api_key", "--name", "helpdesk", "--scope", "ask", stdout=out)
+    raw = out.getvalue().strip()
+    assert raw.startswith("sd_") and ApiKey.objects.get(name="helpdesk").scopes == ["ask"]
+    asked = client.post("/api/v1/ask", {"text": "Hello there", "wait": 0}, content_type="application/json",
+                        headers={"X-API-Key": raw})
+    assert asked.status_code == 202
+    assert raw not in str(list(ApiKey.objects.values()))  # only its hash is stored

@@ -46,3 +46,33 @@ def test_a_stream_that_ends_inside_the_copy_shows_nothing(cut):
 def test_text_that_only_starts_like_a_heading_is_released():
     assert _run(SYNTHETIC, ["#", "# Steps\n1. Open settings"]) == "## Steps\n1. Open settings"
     assert _run(SYNTHETIC, ["## Ana", "lysing your ", "question: done"]) == "## Analysing your question: done"
+
+
+def test_a_bare_response_heading_is_dropped_and_the_answer_under_it_kept():
+    assert _run(SYNTHETIC, _words("## Response\nSure: open Settings.")) == "Sure: open Settings."
+    assert _run(SYNTHETIC, _words("**Response:**\n\nSure.")) == "Sure."
+
+
+@pytest.mark.parametrize("heading", ["## Analysis", "### analysis", "**Analysis**", "Analysis:", "## Анализ"])
+def test_an_analysis_block_in_any_heading_style_is_dropped(heading):
+    echoed = f"{heading}\n- Spam score: 0.05\n- Intent confidence: 0.90\n\n## Response\nLet me check.\n\nUse the link."
+    assert _run(SYNTHETIC, _words(echoed)) == "Use the link."
+
+
+def test_analysis_lines_copied_into_the_answer_are_dropped_anywhere():
+    answer = "Open Settings.\n- Intent: reset password\nThen press Reset."
+    assert _run(SYNTHETIC, _words(answer)) == "Open Settings.\nThen press Reset."
+
+
+def test_a_heading_in_the_middle_of_the_answer_is_dropped():
+    answer = "First part.\n\n## Response\nSecond part."
+    assert _run(SYNTHETIC, list(answer)) == "First part.\n\nSecond part."
+
+
+def test_clean_is_the_stream_filter_on_a_whole_text_and_is_idempotent():
+    from supportdesk.stages.echo_filter import answer_text_clean
+
+    dirty = SYNTHETIC + "\n\nYou can reset it in Settings."
+    clean = answer_text_clean(text=dirty, synthetic=SYNTHETIC)
+    assert clean == "You can reset it in Settings."
+    assert answer_text_clean(text=clean, synthetic=SYNTHETIC) == clean

@@ -54,7 +54,8 @@ def test_enforce_blocks_before_planning_and_records_it(rules, turn_of):
     assert turn.status == Turn.Status.BLOCKED
     assert rules.chat_requests() == []  # SGR never saw the message
     plan = next(e for e in _events(turn) if e.type == "plan")
-    assert plan.payload == {"action": "guardian_block", "text": ui_string("sgr_guardian_response", "ru")}
+    # The reply follows the message's language (English), not the Russian widget's.
+    assert plan.payload == {"action": "guardian_block", "text": ui_string("sgr_guardian_response", "en")}
     assert turn.guard_result["level"] == "Unsafe" and turn.guard_result["categories"] == ["jailbreak"]
     check = GuardCheck.objects.get(turn=turn)
     assert (check.kind, check.status, check.level, check.provider) == ("prompt", "blocked", "Unsafe", "rules")
@@ -174,7 +175,7 @@ def test_output_moderation_fails_closed_when_the_provider_fails_on_the_answer(gu
         return 200, mosec_body("Safe")
 
     guard.route(MOSEC_PATH, mosec)
-    turn = _run(turn_of("Where is my order?", language="ru"))
+    turn = _run(turn_of("Где мой заказ?", language="ru"))
 
     assert turn.status == Turn.Status.DONE
     assert turn.answer_text == ui_string("guard_unavailable", "ru")

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.mark.worker
 def test_ask_runs_the_worker_pipeline_and_returns_a_structured_result(llm, celery_worker):
     llm.answer_text = "Go to Settings and press Reset."
-    turn = turn_wait(turn_id=ask_submit(text="How do I reset my password?", language="en").pk, timeout=60)
+    turn = turn_wait(turn_id=ask_submit(text="How do I reset my password?", language="en").turn.pk, timeout=60)
     result = turn_structured(turn=turn)
     assert result.status == "done" and result.final_action == "normal"
     assert result.answer_text == llm.answer_text

@@ -16,14 +16,9 @@ from tests.sgr.factories import sgr_isolated
 
 __all__ = ["sgr_isolated"]
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_rate_limits")]
 
 
-@pytest.fixture(autouse=True)
-def _fresh_limits():
-    rate_limits_reset()
-    yield
-    rate_limits_reset()
 
 
 
@@ -38,7 +33,8 @@ def test_every_customer_endpoint_is_in_the_openapi_schema(client):
     for path in ("/api/conversations", "/api/conversations/{public_id}/messages",
                  "/api/conversations/{public_id}/turns/{turn_id}",
                  "/api/conversations/{public_id}/turns/{turn_id}/feedback",
-                 "/api/v1/ask", "/api/v1/ask/structured", "/api/widget/config"):
+                 "/api/v1/ask", "/api/v1/ask/structured", "/api/v1/ask/{turn_id}",
+                 "/api/v1/ask/{turn_id}/structured", "/api/widget/config"):
         assert path in paths, path
 
 

@@ -21,9 +21,8 @@ class Command(BaseCommand):
     def handle(self, *args: object, **options: object) -> None:
         credentials = Path(settings.BASE_DIR) / ".data" / "demo-staff.txt"
         user_model = get_user_model()
-        if credentials.exists() and user_model.objects.filter(username=DEMO_USERNAME).exists():
-            password = credentials.read_text().strip()
-        else:
+        password = _stored_password(credentials)
+        if not (password and user_model.objects.filter(username=DEMO_USERNAME).exists()):
             password = secrets.token_urlsafe(12)
             user, _ = user_model.objects.get_or_create(username=DEMO_USERNAME)
             user.is_staff = True
@@ -31,9 +30,20 @@ class Command(BaseCommand):
             user.set_password(password)
             user.save()
             credentials.parent.mkdir(parents=True, exist_ok=True)
-            credentials.write_text(password + "\n")
+            credentials.write_text(f"username: {DEMO_USERNAME}\npassword: {password}\nlogin: /admin/\n")
             credentials.chmod(0o600)
         self.stdout.write(f"[supportdesk] demo staff account: {DEMO_USERNAME} / {password}")
         # Idempotent: unchanged demo documents are skipped by content hash.
         self.stdout.write("[supportdesk] loading the demo knowledge base ...")
         call_command("ingest_kb", str(DEMO_KB_DIR), stdout=self.stdout._out, stderr=self.stderr._out)
+
+
+def _stored_password(credentials: Path) -> str:
+    """The password in the credentials file ("password: ..." line; older files held it alone)."""
+    if not credentials.exists():
+        return ""
+    lines = [line.strip() for line in credentials.read_text().splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith("password:"):
+            return line.removeprefix("password:").strip()
+    return lines[0] if len(lines) == 1 and ":" not in lines[0] else ""

@@ -2,6 +2,8 @@
  * SupportDesk chat widget. Embed with one tag:
  *   <script src="https://support.example.com/static/supportdesk/widget.js"
  *           data-api-base="https://support.example.com" data-language="en" data-theme="light" defer></script>
+ * data-open="true" starts with the panel open; otherwise a launcher button in the corner opens
+ * and closes it, and the customer's choice is remembered (localStorage) across pages.
  *
  * It lives in a shadow DOM (the host page's CSS cannot reach it), talks to the
  * REST API and the conversation websocket, and resumes from the last event
@@ -22,14 +24,22 @@
   const wanted = script.dataset.language || document.documentElement.lang || "en";
   const theme = script.dataset.theme === "dark" ? "dark" : "light";
   const storeKey = "supportdesk:" + apiBase;
+  const openKey = storeKey + ":open";
 
   const SAFE_TAGS = new Set(["P", "BR", "STRONG", "EM", "B", "I", "CODE", "PRE", "BLOCKQUOTE", "UL", "OL", "LI",
     "H1", "H2", "H3", "H4", "H5", "H6", "A", "HR", "TABLE", "THEAD", "TBODY", "TR", "TH", "TD", "SUP"]);
   const STYLE = `
-    :host { all: initial; position: fixed; right: 16px; bottom: 16px; z-index: 2147483000; }
+    :host { all: initial; position: fixed; right: 16px; bottom: 16px; z-index: 2147483000;
+      display: flex; flex-direction: column; align-items: flex-end; gap: 10px; }
     * { box-sizing: border-box; }
+    .launcher { width: 56px; height: 56px; border-radius: 50%; border: none; cursor: pointer; background: #0b6bcb;
+      color: #fff; font: 26px/1 system-ui, sans-serif; box-shadow: 0 4px 16px rgba(0,0,0,.25); display: grid; place-items: center; }
+    .launcher.dark { background: #63b3ed; color: #1f2933; }
+    .launcher:focus-visible { outline: 3px solid #f5a623; outline-offset: 3px; }
+    .panel[hidden] { display: none; }
+    .greeting { background: var(--bubble); padding: 8px 10px; border-radius: 10px; margin: 6px 0; }
     .panel { --bg:#fff; --fg:#1f2933; --muted:#52606d; --accent:#0b6bcb; --bubble:#f0f4f8; --border:#cbd2d9; --err:#b42318;
-      width: 380px; max-width: calc(100vw - 32px); height: 560px; max-height: calc(100vh - 32px);
+      width: 380px; max-width: calc(100vw - 32px); height: 560px; max-height: calc(100vh - 100px);
       display: flex; flex-direction: column; background: var(--bg); color: var(--fg);
       font: 14px/1.45 system-ui, sans-serif; border: 1px solid var(--border); border-radius: 12px;
       box-shadow: 0 8px 30px rgba(0,0,0,.18); overflow: hidden; }
@@ -80,7 +90,9 @@
   const turns = new Map();   // turn id -> view
   let userTexts = new Map(); // turn id -> the customer's message (for replays)
 
-  const t = (key) => strings[key] || key;
+  // A turn may be answered in another language than the widget's (the customer's message
+  // decides): its own strings, sent with its answer, win for that turn's labels.
+  const t = (key, view) => (view && view.strings && view.strings[key]) || strings[key] || key;
   const el = (tag, cls, text) => {
     const node = document.createElement(tag);
     if (cls) node.className = cls;
@@ -90,6 +102,13 @@
 
   // --- markup -----------------------------------------------------------------------
   const panel = el("section", "panel" + (theme === "dark" ? " dark" : ""));
+  panel.id = "supportdesk-panel";
+  panel.setAttribute("role", "dialog");
+  const launcher = el("button", "launcher" + (theme === "dark" ? " dark" : ""));
+  launcher.type = "button";
+  launcher.setAttribute("aria-controls", panel.id);
+  launcher.setAttribute("aria-haspopup", "dialog");
+  const greeting = el("div", "greeting");
   const header = el("header");
   const title = el("span");
   const conn = el("span", "conn");
@@ -108,7 +127,29 @@
   panel.append(header, log, form);
   const style = el("style");
   style.textContent = STYLE;
-  root.append(style, panel);
+  root.append(style, panel, launcher);
+
+  // --- open / closed -----------------------------------------------------------------
+  function storedOpen() {
+    const saved = localStorage.getItem(openKey);
+    return saved === null ? script.dataset.open === "true" : saved === "1";
+  }
+
+  function setOpen(open, remember) {
+    panel.hidden = !open;
+    launcher.setAttribute("aria-expanded", String(open));
+    launcher.setAttribute("aria-label", t(open ? "widget_close" : "widget_open"));
+    launcher.title = t(open ? "widget_close" : "widget_open");
+    launcher.textContent = open ? "\u2715" : "\uD83D\uDCAC";
+    if (remember) localStorage.setItem(openKey, open ? "1" : "0");
+    if (open && remember) { input.focus(); scroll(); }
+  }
+
+  launcher.addEventListener("click", () => setOpen(panel.hidden, true));
+  panel.addEventListener("keydown", (e) => {
+    if (e.key === "Escape") { e.preventDefault(); setOpen(false, true); launcher.focus(); }
+  });
+  setOpen(storedOpen(), false);
 
   function labels() {
     title.textContent = t("widget_title");
@@ -117,6 +158,8 @@
     input.placeholder = t("widget_placeholder");
     input.setAttribute("aria-label", t("widget_placeholder"));
     send.textContent = t("widget_send");
+    greeting.textContent = t("widget_greeting");
+    setOpen(!panel.hidden, false);
   }
 
   // --- safe HTML ----------------------------------------------------------------------
@@ -302,6 +345,8 @@
   }
 
   function renderAnswer(view, p) {
+    if (p.strings) view.strings = p.strings;
+    if (p.language) view.box.setAttribute("lang", p.language);
     view.answer.classList.remove("streaming");
     view.answer.hidden = false;
     view.raw = p.text || "";
@@ -311,13 +356,13 @@
     linkCitations(view.answer, sources);
     view.extras.replaceChildren();
     if (p.confidence) {
-      const c = el("div", "confidence", t("widget_confidence_" + p.confidence));
+      const c = el("div", "confidence", t("widget_confidence_" + p.confidence, view));
       c.dataset.level = p.confidence;
       view.extras.append(c);
     }
     if (sources.length) {
       const box = el("div", "sources");
-      box.append(el("div", "", t("widget_sources")));
+      box.append(el("div", "", t("widget_sources", view)));
       const list = el("ol");
       for (const s of sources) {
         const item = el("li");
@@ -334,7 +379,7 @@
     }
     if ((p.limitations || []).length) {
       const lim = el("div", "limitations");
-      lim.append(el("div", "", t("widget_limitations")));
+      lim.append(el("div", "", t("widget_limitations", view)));
       const list = el("ul");
       for (const text of p.limitations) list.append(el("li", "", text));
       lim.append(list);
@@ -343,7 +388,7 @@
     if ((p.follow_ups || []).length) {
       const chips = el("div", "chips");
       chips.setAttribute("role", "group");
-      chips.setAttribute("aria-label", t("widget_suggestions"));
+      chips.setAttribute("aria-label", t("widget_suggestions", view));
       for (const text of p.follow_ups.slice(0, 3)) {
         const chip = el("button", "chip", text);
         chip.type = "button";
@@ -352,46 +397,48 @@
       }
       view.extras.append(chips);
     }
-    view.extras.append(thumbs(view.id));
+    view.extras.append(thumbs(view));
   }
 
-  function thumbs(turnId) {
+  function thumbs(view) {
+    const turnId = view.id;
     const box = el("div", "thumbs");
     const up = el("button", "up", "👍");
     const down = el("button", "down", "👎");
     const comment = el("textarea");
-    const submit = el("button", "send-feedback", t("widget_feedback_send"));
+    const submit = el("button", "send-feedback", t("widget_feedback_send", view));
     const status = el("span", "feedback-status");
     status.setAttribute("role", "status");
     comment.hidden = true; submit.hidden = true;
-    comment.setAttribute("aria-label", t("widget_feedback_comment"));
-    comment.placeholder = t("widget_feedback_comment");
+    comment.setAttribute("aria-label", t("widget_feedback_comment", view));
+    comment.placeholder = t("widget_feedback_comment", view);
     let rating = null;
     for (const [button, value, label] of [[up, "up", "widget_thumbs_up"], [down, "down", "widget_thumbs_down"]]) {
       button.type = "button";
-      button.setAttribute("aria-label", t(label));
+      button.setAttribute("aria-label", t(label, view));
       button.setAttribute("aria-pressed", "false");
       button.addEventListener("click", async () => {
         rating = value;
         up.setAttribute("aria-pressed", String(value === "up"));
         down.setAttribute("aria-pressed", String(value === "down"));
         comment.hidden = false; submit.hidden = false;
-        await feedback(turnId, rating, "", status);
+        await feedback(view, rating, "", status);
       });
     }
     submit.type = "button";
-    submit.addEventListener("click", () => feedback(turnId, rating, comment.value, status));
+    submit.addEventListener("click", () => feedback(view, rating, comment.value, status));
     box.append(up, down, status, comment, submit);
     return box;
   }
 
-  async function feedback(turnId, rating, comment, status) {
+  async function feedback(view, rating, comment, status) {
     if (!rating) return;
+    const turnId = view.id;
     try {
       await api(`/api/conversations/${conversation.id}/turns/${turnId}/feedback`, {
         method: "POST", headers: authHeaders(), body: JSON.stringify({ rating: rating, comment: comment }),
       });
-      status.textContent = t("widget_feedback_thanks");
+      status.textContent = t("widget_feedback_thanks", view);
     } catch (e) { status.textContent = e.message; }
   }
 
@@ -414,23 +461,22 @@
     let data;
     try { data = await api(`/api/widget/turns/${view.id}/debug`); } catch (e) { return; }
     const details = el("details", "debug");
-    details.append(el("summary", "", "Debug"));
+    details.append(el("summary", "", t("widget_debug")));
     const badges = el("div", "badges");
     const b = data.badges || {};
     const fmt = (v) => (v === null || v === undefined ? "–" : (typeof v === "number" ? v.toFixed(2) : String(v)));
-    badges.append(el("span", "badge-spam", "spam " + fmt(b.spam_score)),
-      el("span", "badge-confidence", "retrieval " + fmt(b.retrieval_confidence)),
-      el("span", "badge-searches", "searches " + String(b.searches || 0)));
+    badges.append(el("span", "badge-spam", t("widget_debug_spam") + " " + fmt(b.spam_score)),
+      el("span", "badge-confidence", t("widget_debug_retrieval") + " " + fmt(b.retrieval_confidence)),
+      el("span", "badge-searches", t("widget_debug_searches") + " " + String(b.searches || 0)));
     details.append(badges);
-    const section = (name, value) => {
-      details.append(el("div", "", name));
-      details.append(el("pre", "debug-" + name.toLowerCase().replace(/\s+/g, "-"),
-        typeof value === "string" ? value : JSON.stringify(value, null, 2)));
+    const section = (name, key, value) => {
+      details.append(el("div", "", t(key)));
+      details.append(el("pre", "debug-" + name, typeof value === "string" ? value : JSON.stringify(value, null, 2)));
     };
-    section("Analysis", data.analysis || "");
-    section("Plan", data.plan);
-    section("Guardian", data.guardian);
-    section("Query traces", data.query_traces);
+    section("analysis", "widget_debug_analysis", data.analysis || "");
+    section("plan", "widget_debug_plan", data.plan);
+    section("guardian", "widget_debug_guardian", data.guardian);
+    section("query-traces", "widget_debug_traces", data.query_traces);
     view.box.querySelector("details.debug")?.remove();
     view.box.append(details);
   }
@@ -481,6 +527,7 @@
       strings = config.strings; staff = config.staff; language = config.language;
       labels();
       host.setAttribute("lang", language);
+      log.prepend(greeting);
       await conversationEnsure();
     } catch (e) {
       labels();
