@@ -14,6 +14,7 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
 
 from sgr.strings import ui_string
 from supportdesk.events import conversation_events_after, conversation_group
@@ -23,6 +24,11 @@ from supportdesk.services import MessageRejected, message_receive
 
 T = TypeVar("T")
 CLOSE_UNAUTHORIZED = 4403
+
+
+def frame_max_chars() -> int:
+    """The longest frame parsed: a message of ``MESSAGE_MAX_CHARS``, every character escaped, and its envelope."""
+    return settings.MESSAGE_MAX_CHARS * 6 + 1024
 
 
 def db_call(func: Callable[..., T]) -> Callable[..., Awaitable[T]]:
@@ -51,9 +57,12 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         self.conversation = conversation
         self.group = conversation_group(conversation.public_id)
         try:
-            self.last_sent_seq = max(0, int((query.get("last_seq") or ["0"])[0]))
+            asked = max(0, int((query.get("last_seq") or ["0"])[0]))
         except ValueError:
-            self.last_sent_seq = 0
+            asked = 0
+        # A cursor beyond the conversation's last event (a stale or made-up one) would drop every
+        # later live event as "already sent": the client gets everything after the real end instead.
+        self.last_sent_seq = min(asked, conversation.last_event_seq)
         # Join first, then replay: a live event that races the replay is dropped by seq below.
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
@@ -68,10 +77,15 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        # Parse by hand so malformed JSON gets an error frame instead of a dropped socket.
+        # Parse by hand so malformed JSON gets an error frame instead of a dropped socket; the
+        # frame's size is bounded before parsing, and nesting too deep for the parser is malformed.
+        if text_data is not None and len(text_data) > frame_max_chars():
+            await self._send_error("message_too_long", await self._text("error_message_too_long",
+                                                                         max=settings.MESSAGE_MAX_CHARS))
+            return
         try:
             content = json.loads(text_data or "")
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):
             await self._send_error("bad_frame", await self._text("error_bad_frame"))
             return
         await self.receive_json(content)
@@ -113,9 +127,9 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         self.last_sent_seq = frame["seq"]
         await self.send_json(frame)
 
-    async def _text(self, key: str) -> str:
+    async def _text(self, key: str, **params: object) -> str:
         # UI strings may come from the database (staff edits): read them off the event loop.
-        return await db_call(ui_string)(key, self.conversation.language)
+        return await db_call(ui_string)(key, self.conversation.language, **params)
 
     async def _send_error(self, code: str, message: str) -> None:
         await self.send_json({"type": "error", "seq": None, "turn": None, "payload": {"code": code, "message": message}})

@@ -8,6 +8,7 @@ from sgr.analytics import messages  # noqa: F401  (registers the feedback string
 from sgr.strings import ui_string
 from supportdesk.models import Turn, TurnFeedback
 from supportdesk.services import MessageRejected
+from supportdesk.textclean import text_clean
 
 COMMENT_MAX_CHARS = 2000
 
@@ -23,7 +24,7 @@ def feedback_submit(*, turn: Turn, rating: int, comment: str = "") -> TurnFeedba
         raise MessageRejected("feedback_turn_unfinished", ui_string("feedback_turn_unfinished", language))
     if rating not in (TurnFeedback.Rating.UP, TurnFeedback.Rating.DOWN):
         raise MessageRejected("feedback_bad_rating", ui_string("feedback_bad_rating", language))
-    comment = comment.strip()
+    comment = text_clean(comment)
     if len(comment) > COMMENT_MAX_CHARS:
         raise MessageRejected("feedback_comment_too_long",
                               ui_string("feedback_comment_too_long", language, max=COMMENT_MAX_CHARS))

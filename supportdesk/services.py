@@ -14,6 +14,7 @@ from sgr.strings import supported_language, ui_string
 from supportdesk.events import turn_event_emit, turn_events_flush
 from supportdesk.models import Conversation, Message, Turn, new_access_token, token_hash
 from supportdesk.ratelimit import rate_limit_exceeded
+from supportdesk.textclean import text_clean, text_visible
 from supportdesk.turnlog import stage_diagnostics_flush
 
 
@@ -49,9 +50,9 @@ def conversation_create(*, language: str = "en") -> NewConversation:
 
 def message_validate(*, text: object, language: str) -> str:
     """Return the cleaned message text or raise :class:`MessageRejected`."""
-    if not isinstance(text, str) or not text.strip():
+    cleaned = text_clean(text) if isinstance(text, str) else ""
+    if not text_visible(cleaned):
         raise MessageRejected("message_empty", ui_string("error_message_empty", language))
-    cleaned = text.strip()
     if len(cleaned) > settings.MESSAGE_MAX_CHARS:
         raise MessageRejected(
             "message_too_long",
