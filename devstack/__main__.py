@@ -100,7 +100,8 @@ def run() -> int:
         _manage("migrate", "--noinput", env=env)
         _manage("demo_setup", env=env)
         for spec in worker_specs(env):
-            group.start(f"worker-{spec.role}", worker_argv(spec, name="supportdesk"), env=worker_env(env), cwd=ROOT)
+            group.start(f"worker-{spec.role}", worker_argv(spec, name="supportdesk"), env=worker_env(env), cwd=ROOT,
+                        supervised=True)
             say(f"Celery worker '{spec.role}': queues {spec.queues}, {spec.pool} pool x {spec.concurrency}")
         web = group.start(
             "web",
@@ -109,6 +110,7 @@ def run() -> int:
              "--workers", env.get("SD_WEB_WORKERS", "2")],
             env=env,
             cwd=ROOT,
+            supervised=True,
         )
         wait_until(tcp_ready(web_port), timeout=60, what="the ASGI server", proc=web.proc, log=group.log_path("web"))
         base = f"http://127.0.0.1:{web_port}"
@@ -118,7 +120,9 @@ def run() -> int:
         say(f"  API docs  : {base}/api/docs")
         say("press Ctrl-C to stop every process")
         while True:
-            exited = group.first_exited()
+            # A dead worker or web server is started again (a turn it held is handed to another worker
+            # by the broker); the services below them cannot be replaced under the stack's feet.
+            exited = group.supervise()
             if exited is not None:
                 raise StackError(f"{exited.name} exited with code {exited.proc.returncode}; see .data/logs/{exited.name}.log")
             time.sleep(0.5)

@@ -92,11 +92,23 @@ def tcp_ready(port: int, host: str = "127.0.0.1") -> Callable[[], bool]:
     return check
 
 
+RESTART_BACKOFF_MAX = 60.0  # seconds between restarts of a child that keeps dying
+STAYED_UP = 60.0  # a child up this long before it died restarts at once again
+
+
 @dataclass
 class Child:
     name: str
     proc: subprocess.Popen
     stop_signal: int = signal.SIGTERM
+    # Supervised children (workers, web servers) are started again when they die.
+    supervised: bool = False
+    argv: list[str] = field(default_factory=list)
+    env: dict[str, str] | None = None
+    cwd: Path | None = None
+    started: float = field(default_factory=time.monotonic)
+    failures: int = 0  # deaths in a row, each within STAYED_UP of its start
+    restart_at: float | None = None  # when a dead supervised child is started again
 
 
 @dataclass
@@ -107,7 +119,39 @@ class ProcessGroup:
     children: list[Child] = field(default_factory=list)
 
     def start(self, name: str, argv: Sequence[str], *, env: dict[str, str] | None = None,
-              stop_signal: int = signal.SIGTERM, cwd: Path | None = None, log_to_console: bool = False) -> Child:
+              stop_signal: int = signal.SIGTERM, cwd: Path | None = None, log_to_console: bool = False,
+              supervised: bool = False) -> Child:
+        child = self._spawn(name, argv, env=env, stop_signal=stop_signal, cwd=cwd, log_to_console=log_to_console)
+        child.supervised, child.argv, child.env, child.cwd = supervised, list(argv), env, cwd
+        self.children.append(child)
+        return child
+
+    def supervise(self) -> Child | None:
+        """Start dead supervised children again, after a backoff that doubles while they keep dying
+        (1 s up to ``RESTART_BACKOFF_MAX``); return the first child that died unsupervised, if any."""
+        now = time.monotonic()
+        for index, child in enumerate(self.children):
+            if child.proc.poll() is None:
+                continue
+            if not child.supervised:
+                return child
+            if child.restart_at is None:
+                failures = 0 if now - child.started >= STAYED_UP else child.failures + 1
+                delay = 0.0 if failures == 0 else min(RESTART_BACKOFF_MAX, 2.0 ** (failures - 1))
+                self._kill_leftovers(child)
+                say(f"{child.name} exited with code {child.proc.returncode}; starting it again in {delay:.0f}s "
+                    f"(see .data/logs/{child.name}.log)")
+                child.failures, child.restart_at = failures, now + delay
+            if now >= child.restart_at:
+                again = self._spawn(child.name, child.argv, env=child.env, stop_signal=child.stop_signal, cwd=child.cwd)
+                again.supervised, again.argv, again.env, again.cwd = True, child.argv, child.env, child.cwd
+                again.failures = child.failures
+                self.children[index] = again
+                say(f"{child.name} started again (pid {again.proc.pid})")
+        return None
+
+    def _spawn(self, name: str, argv: Sequence[str], *, env: dict[str, str] | None, stop_signal: int,
+               cwd: Path | None, log_to_console: bool = False) -> Child:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"{name}.log"
         output = None if log_to_console else open(log_path, "ab")  # noqa: SIM115 (owned by the child)
@@ -121,15 +165,18 @@ class ProcessGroup:
             start_new_session=True,
             preexec_fn=_die_with_parent,
         )
-        child = Child(name=name, proc=proc, stop_signal=stop_signal)
-        self.children.append(child)
-        return child
+        return Child(name=name, proc=proc, stop_signal=stop_signal)
+
+    @staticmethod
+    def _kill_leftovers(child: Child) -> None:
+        """Whatever the child forked in its session (Celery's pool, Postgres' backends) goes too."""
+        try:
+            os.killpg(child.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
     def log_path(self, name: str) -> Path:
         return self.log_dir / f"{name}.log"
-
-    def first_exited(self) -> Child | None:
-        return next((c for c in self.children if c.proc.poll() is not None), None)
 
     def stop_all(self, timeout: float = 15.0) -> None:
         for child in reversed(self.children):
@@ -147,11 +194,7 @@ class ProcessGroup:
                 say(f"{child.name} (pid {proc.pid}) did not stop in {timeout:.0f}s; killing it")
             except ProcessLookupError:
                 pass
-        # Whatever the child forked in its session (Celery's pool, Postgres' backends) goes too.
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        ProcessGroup._kill_leftovers(child)
         try:
             proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
