@@ -10,6 +10,10 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "supportdesk.settings")
 django_asgi_app = get_asgi_application()
 
+from supportdesk.logredact import server_logs_masked  # noqa: E402
+
+server_logs_masked()  # the server logs every websocket path, ?token=... included
+
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402  (needs Django set up)
 
 from supportdesk.origins import WidgetOriginValidator  # noqa: E402
