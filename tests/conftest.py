@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -179,6 +180,30 @@ def celery_worker(django_db_setup: None, django_db_blocker: Any, llm_server: Scr
     workers_ready(app, procs)
     yield procs[0]
     workers_stop(procs)
+
+
+def asgi_server_start(env: dict[str, str], log_path: Path, *options: str) -> tuple[subprocess.Popen, str]:
+    """uvicorn serving the ASGI app on a free loopback port, once it answers; returns the process and its URL."""
+    from devstack.processes import free_port
+
+    port = free_port()
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "supportdesk.asgi:application", "--host", "127.0.0.1",
+             "--port", str(port), *options],
+            env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(url + "/api/widget/config", timeout=1).read()
+            return proc, url
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise RuntimeError(f"uvicorn did not start:\n{log_path.read_text()[-3000:]}") from None
+            time.sleep(0.2)
 
 
 def wait_for_turn(turn_id: int, timeout: float = 30.0) -> Any:

@@ -7,17 +7,13 @@ same HTTP, websocket, Redis and worker path as production.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, _database_url
+from tests.conftest import _database_url, asgi_server_start
 from tests.llm_stub import ScriptedLLM
 
 
@@ -26,36 +22,13 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def live_server_url(django_db_setup: None, llm_server: ScriptedLLM, celery_worker: Any,
                     tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = _free_port()
     log_path = tmp_path_factory.mktemp("asgi") / "uvicorn.log"
     env = {**os.environ, "DATABASE_URL": _database_url(), "LLM_BASE_URL": llm_server.base_url,
            "DJANGO_SETTINGS_MODULE": "supportdesk.settings", "RATE_LIMIT_IP_PER_MINUTE": "0"}
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "supportdesk.asgi:application", "--host", "127.0.0.1",
-             "--port", str(port), "--log-level", "warning"],
-            env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(url + "/api/widget/config", timeout=1).read()
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise RuntimeError(f"uvicorn did not start:\n{log_path.read_text()[-3000:]}") from None
-            time.sleep(0.2)
+    proc, url = asgi_server_start(env, log_path, "--log-level", "warning")
     yield url
     proc.terminate()
     try:
