@@ -15,6 +15,14 @@ Kind = Literal["prompt", "response"]
 
 LEVEL_RANK: dict[str, int] = {"Safe": 0, "Controversial": 1, "Unsafe": 2}
 UNSCREENED = "Unscreened (the guardian was unavailable; plan as for Controversial)"
+# The guardian level analysts see and filter by: a message let through unchecked (fail open) is
+# "Unscreened", never the "Safe" its verdict carries for routing.
+LEVEL_UNSCREENED = "Unscreened"
+
+
+def recorded_level(verdict: dict[str, object]) -> str:
+    """The level of a stored verdict as records show it (``LEVEL_UNSCREENED`` for a fail-open pass)."""
+    return LEVEL_UNSCREENED if verdict.get("status") == "failed_open" else str(verdict.get("level") or "")
 
 
 class ExemplarMatch(BaseModel):

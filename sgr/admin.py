@@ -17,8 +17,10 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.timezone import localtime
 
+from guard.verdict import LEVEL_UNSCREENED, recorded_level
 from sgr.admin_audit import AuditAdmin
 from sgr.analytics.exports import CONTENT_TYPES, ExportFormat, export_filename, export_stream
+from sgr.analytics.filters import guardian_level_q
 from sgr.editor import (
     Preview, prompt_missing, prompt_preview, template_preview, templates_missing, text_rollback, ui_strings_matrix,
     ui_strings_save, version_diff,
@@ -219,7 +221,10 @@ class GuardianLevelFilter(_ChoicesFilter):
     title = "guardian level"
     parameter_name = "guardian_level"
     field = "guardian__level"  # a key of the guardian's JSON verdict
-    values = ("Safe", "Controversial", "Unsafe")
+    values = ("Safe", "Controversial", "Unsafe", LEVEL_UNSCREENED)
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[PlanRecord]) -> QuerySet[PlanRecord]:
+        return queryset.filter(guardian_level_q(self.value())) if self.value() in self.values else queryset
 
 
 class GuardianStatusFilter(_ChoicesFilter):
@@ -310,7 +315,7 @@ class PlanRecordAdmin(AuditAdmin):
 
     @admin.display(description="guardian")
     def guardian_level(self, obj: PlanRecord) -> str:
-        return str((obj.guardian or {}).get("level", ""))
+        return recorded_level(obj.guardian or {})
 
     @admin.display(description="user intent")
     def intent(self, obj: PlanRecord) -> str:

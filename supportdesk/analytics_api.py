@@ -27,7 +27,7 @@ router = Router(tags=["analyst"], auth=ApiKeyAuth("analyst"))
 
 FILTERS_DOC = (
     "Filters (all optional): final_action, model_action (normal|clarify|block|guardian_block), overridden (bool), "
-    "guardian_level (Safe|Controversial|Unsafe), guardian_status, language, injection_mode (synthetic|tool_trace), "
+    "guardian_level (Safe|Controversial|Unsafe|Unscreened), guardian_status, language, injection_mode (synthetic|tool_trace), "
     "plan_status (ok|repaired|fallback|absent), date_from, date_to (YYYY-MM-DD, inclusive), q (intent or message text)."
 )
 CONTROL_PARAMS = {"format", "ordering", "limit", "offset"}

@@ -17,6 +17,7 @@ from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db.models import F, QuerySet
 
+from guard.verdict import recorded_level
 from sgr.models import PlanRecord
 
 ExportFormat = Literal["csv", "jsonl"]
@@ -72,7 +73,7 @@ def _flat(row: dict[str, Any]) -> dict[str, Any]:
         "action_overridden": row["action_overridden"],
         "routing_rule": row["routing_rule"],
         "plan_status": row["plan_status"],
-        "guardian_level": guardian.get("level", ""),
+        "guardian_level": recorded_level(guardian),
         "guardian_status": guardian.get("status", ""),
         "guardian_categories": ",".join(guardian.get("categories") or []),
         "kb_relevance": row["kb_relevance"],

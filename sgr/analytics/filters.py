@@ -8,10 +8,11 @@ from typing import Literal
 from django.db.models import Q, QuerySet
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from guard.verdict import LEVEL_UNSCREENED
 from sgr.models import PlanRecord
 from sgr.schema import Action
 
-GuardLevel = Literal["Safe", "Controversial", "Unsafe"]
+GuardLevel = Literal["Safe", "Controversial", "Unsafe", "Unscreened"]
 GuardStatus = Literal["off", "pass", "flagged", "blocked", "failed_open", "failed_closed"]
 
 ORDERINGS: tuple[str, ...] = (
@@ -51,6 +52,13 @@ def _day_start(day: dt.date) -> dt.datetime:
     return dt.datetime.combine(day, dt.time.min, tzinfo=dt.UTC)
 
 
+def guardian_level_q(level: str) -> Q:
+    """Records whose guardian level, as records show it (``guard.verdict.recorded_level``), is ``level``."""
+    if level == LEVEL_UNSCREENED:
+        return Q(guardian__status="failed_open")
+    return Q(guardian__level=level) & ~Q(guardian__status="failed_open")
+
+
 def plan_records_filter(filters: PlanRecordFilters, queryset: QuerySet[PlanRecord] | None = None) -> QuerySet[PlanRecord]:
     """``queryset`` (default: all records) narrowed by ``filters``; unset filters do nothing."""
     qs = PlanRecord.objects.all() if queryset is None else queryset
@@ -58,13 +66,14 @@ def plan_records_filter(filters: PlanRecordFilters, queryset: QuerySet[PlanRecor
         "final_action": filters.final_action,
         "model_action": filters.model_action,
         "action_overridden": filters.overridden,
-        "guardian__level": filters.guardian_level,
         "guardian__status": filters.guardian_status,
         "language": filters.language,
         "injection_mode": filters.injection_mode,
         "plan_status": filters.plan_status,
     }
     qs = qs.filter(**{k: v for k, v in exact.items() if v is not None})
+    if filters.guardian_level:
+        qs = qs.filter(guardian_level_q(filters.guardian_level))
     if filters.date_from:
         qs = qs.filter(created_at__gte=_day_start(filters.date_from))
     if filters.date_to:

@@ -150,3 +150,16 @@ def test_list_schema_matches_the_export_columns() -> None:
     from supportdesk.analytics_api import PlanRecordRow
 
     assert list(PlanRecordRow.model_fields) == [*COLUMNS, "plan", "guardian", "metadata"]
+
+
+def test_a_message_let_through_unscreened_is_never_filtered_or_exported_as_safe(
+        client: Client, analyst: dict[str, str], staff_client: Client) -> None:
+    screened = record_make(text="screened")
+    unscreened = record_make(text="unscreened", guardian={"level": "Safe", "status": "failed_open", "categories": []})
+    ids = {level: [r["id"] for r in client.get(BASE, {"guardian_level": level}, **analyst).json()["items"]]
+           for level in ("Safe", "Unscreened")}
+    assert ids == {"Safe": [screened.pk], "Unscreened": [unscreened.pk]}
+    rows = list(csv.DictReader(io.StringIO(_body(client.get(BASE + "/export", {"format": "csv"}, **analyst)))))
+    assert {r["message"]: r["guardian_level"] for r in rows} == {"screened": "Safe", "unscreened": "Unscreened"}
+    listed = staff_client.get(reverse("admin:sgr_planrecord_changelist"), {"guardian_level": "Unscreened"})
+    assert listed.status_code == 200 and list(listed.context["cl"].result_list) == [unscreened]
