@@ -65,7 +65,8 @@ def run() -> int:
     group = ProcessGroup(log_dir=DATA / "logs")
     env = dict(os.environ)
     env.setdefault("DJANGO_SETTINGS_MODULE", "supportdesk.settings")
-    env.setdefault("DEBUG", "true")
+    # Debug pages would send tracebacks to anyone who can reach the port: off unless asked (DEBUG=true).
+    env.setdefault("DEBUG", "false")
     web_port = _port("SD_WEB_PORT", 8000)
     started = _started_at()
     try:
@@ -141,6 +142,8 @@ def run() -> int:
 
 def test(pytest_args: list[str]) -> int:
     browser_ensure()
+    # Tests open hundreds of conversations from one address; the limit has a test of its own.
+    os.environ.setdefault("RATE_LIMIT_CONVERSATIONS_PER_MINUTE", "0")
     return _with_throwaway_services("test", [sys.executable, "-m", "pytest", *pytest_args], migrate=False)
 
 

@@ -113,7 +113,7 @@ def _stub_serve(conn: Any, answer_text: str, plan_delay: float, chunk_delay: flo
 
 def start_stack(stub: StubProcess, log_dir: Path) -> tuple[list[subprocess.Popen], str]:
     env = {**os.environ, "LLM_BASE_URL": stub.base_url, "RATE_LIMIT_IP_PER_MINUTE": "0",
-           "RATE_LIMIT_CONVERSATION_PER_MINUTE": "0", "LOG_LEVEL": "WARNING"}
+           "RATE_LIMIT_CONVERSATION_PER_MINUTE": "0", "RATE_LIMIT_CONVERSATIONS_PER_MINUTE": "0", "LOG_LEVEL": "WARNING"}
     log_dir.mkdir(parents=True, exist_ok=True)
     port = free_port()
     procs = [

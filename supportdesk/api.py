@@ -17,7 +17,7 @@ from ninja.errors import HttpError
 from supportdesk.models import Conversation, Turn, TurnFeedback
 from supportdesk.selectors import conversation_get, conversation_messages, turn_of_conversation
 from supportdesk.feedback import feedback_submit
-from supportdesk.services import MessageRejected, conversation_create, message_receive
+from supportdesk.services import MessageRejected, conversation_open, message_receive
 
 api = NinjaAPI(title="SupportDesk API", version="1", urls_namespace="api")
 
@@ -108,7 +108,10 @@ def rejected(exc: MessageRejected) -> HttpError:
 
 @api.post("/conversations", response={201: ConversationOut}, tags=["conversations"])
 def create_conversation(request: HttpRequest, payload: ConversationIn) -> Status:
-    created = conversation_create(language=payload.language)
+    try:
+        created = conversation_open(language=payload.language, client_ip=client_ip(request))
+    except MessageRejected as exc:
+        raise rejected(exc) from exc
     return Status(
         201,
         {"id": created.conversation.public_id, "token": created.access_token, "language": created.conversation.language},

@@ -5,8 +5,11 @@ from __future__ import annotations
 import hashlib
 import secrets
 import uuid
+from datetime import timedelta
 
+from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 
 def token_hash(token: str) -> str:
@@ -38,6 +41,10 @@ class Conversation(models.Model):
         return str(self.public_id)
 
     def token_matches(self, token: str) -> bool:
+        """The token opens this conversation: it is its token and has not expired (``CONVERSATION_TOKEN_DAYS``)."""
+        days = settings.CONVERSATION_TOKEN_DAYS
+        if days > 0 and self.created_at < timezone.now() - timedelta(days=days):
+            return False
         return secrets.compare_digest(self.access_token_hash, token_hash(token))
 
 

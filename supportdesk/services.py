@@ -38,6 +38,13 @@ def injection_mode_assign() -> str:
     return "tool_trace" if random.random() < settings.SGR_TOOL_TRACE_RATIO else "synthetic"
 
 
+def conversation_open(*, language: str, client_ip: str | None) -> NewConversation:
+    """A customer opens a conversation; a client opening too many in a minute gets ``rate_limited``."""
+    if client_ip and rate_limit_exceeded(key=f"open:{client_ip}", limit=settings.RATE_LIMIT_CONVERSATIONS_PER_MINUTE):
+        raise MessageRejected("rate_limited", ui_string("error_rate_limited", supported_language(language)))
+    return conversation_create(language=language)
+
+
 def conversation_create(*, language: str = "en") -> NewConversation:
     token = new_access_token()
     conversation = Conversation.objects.create(

@@ -298,6 +298,10 @@ ANSWER_CONFIDENCE_MEDIUM = env.float("ANSWER_CONFIDENCE_MEDIUM", default=0.5)
 # Customer messages accepted per conversation / per client IP in a rolling minute (0: no limit).
 RATE_LIMIT_CONVERSATION_PER_MINUTE = env.int("RATE_LIMIT_CONVERSATION_PER_MINUTE", default=20)
 RATE_LIMIT_IP_PER_MINUTE = env.int("RATE_LIMIT_IP_PER_MINUTE", default=120)
+# New conversations one client IP may open in a rolling minute (0: no limit).
+RATE_LIMIT_CONVERSATIONS_PER_MINUTE = env.int("RATE_LIMIT_CONVERSATIONS_PER_MINUTE", default=30)
+# Days a conversation's access token opens it (0: for ever); the widget then starts a new conversation.
+CONVERSATION_TOKEN_DAYS = env.int("CONVERSATION_TOKEN_DAYS", default=30)
 # Redis for the rate-limit counters.
 RATE_LIMIT_REDIS_URL = env.str("RATE_LIMIT_REDIS_URL", default=REDIS_URL)
 # How long POST /api/v1/ask waits for the turn when the request gives no `wait`; a turn not done

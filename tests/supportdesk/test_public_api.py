@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
+from sgr.strings import ui_string
 from supportdesk.apikeys import api_key_create
 from supportdesk.models import Conversation, Message, Turn, TurnFeedback
 from supportdesk.ratelimit import rate_limits_reset
@@ -228,3 +231,24 @@ def test_websockets_accept_allowed_widget_origins_only(ws_client, settings):
     settings.WIDGET_ALLOWED_ORIGINS = ["https://shop.example.test"]
     assert ws_client(path, origin=b"https://shop.example.test").connect()[0] is True
     assert ws_client(path, origin=b"https://evil.example.test").connect()[0] is False
+
+
+def test_a_client_opening_conversations_too_fast_is_told_to_slow_down(client, settings, fresh_rate_limits):
+    settings.RATE_LIMIT_CONVERSATIONS_PER_MINUTE = 2
+    codes = [client.post("/api/conversations", {"language": "ru"}, content_type="application/json").status_code
+             for _ in range(3)]
+    assert codes == [201, 201, 429]
+    refused = client.post("/api/conversations", {"language": "ru"}, content_type="application/json")
+    assert refused.status_code == 429 and refused.json()["detail"] == ui_string("error_rate_limited", "ru")
+
+
+def test_an_expired_conversation_token_opens_nothing(client, settings, ws_client, no_enqueue):
+    conv = conversation_create_via_api(client)
+    headers = {"X-Conversation-Token": conv["token"]}
+    Conversation.objects.filter(public_id=conv["id"]).update(created_at=timezone.now() - dt.timedelta(days=31))
+    settings.CONVERSATION_TOKEN_DAYS = 30
+    assert client.get(f"/api/conversations/{conv['id']}/messages", headers=headers).status_code == 403
+    socket = ws_client(f"/ws/conversations/{conv['id']}/?token={conv['token']}")
+    assert socket.connect() == (False, 4403)
+    settings.CONVERSATION_TOKEN_DAYS = 0  # tokens for ever
+    assert client.get(f"/api/conversations/{conv['id']}/messages", headers=headers).status_code == 200
