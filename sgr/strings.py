@@ -90,6 +90,10 @@ BUILTIN_STRINGS: dict[str, dict[str, str]] = {
         "en": "I could not put an answer together. Please rephrase your question.",
         "ru": "Не удалось составить ответ. Пожалуйста, переформулируйте вопрос.",
     },
+    "error_request_too_large": {
+        "en": "The request is too large ({max} bytes at most).",
+        "ru": "Запрос слишком большой (не больше {max} байт).",
+    },
     "error_rate_limited": {
         "en": "You are sending messages too quickly. Please wait a moment and try again.",
         "ru": "Вы отправляете сообщения слишком часто. Подождите немного и попробуйте снова.",

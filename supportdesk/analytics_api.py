@@ -31,6 +31,7 @@ FILTERS_DOC = (
     "plan_status (ok|repaired|fallback|absent), date_from, date_to (YYYY-MM-DD, inclusive), q (intent or message text)."
 )
 CONTROL_PARAMS = {"format", "ordering", "limit", "offset"}
+OFFSET_MAX = 2**62  # within PostgreSQL's bigint
 
 
 class PlanRecordRow(Schema):
@@ -125,7 +126,7 @@ def plan_records_list(request: HttpRequest, limit: int = 50, offset: int = 0) ->
     filters = filters_parse(request.GET)
     ordering = _ordering(request.GET)
     limit = max(1, min(limit, settings.ANALYST_API_MAX_PAGE))
-    offset = max(0, offset)
+    offset = min(max(0, offset), OFFSET_MAX)  # past every record: an empty page, not a database error
     qs = plan_records_filter(filters).order_by(ordering, "-id")
     return {
         "count": qs.count(),

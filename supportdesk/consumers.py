@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocketConsumer
 from django.conf import settings
 
 from sgr.strings import ui_string
@@ -39,6 +39,16 @@ def db_call(func: Callable[..., T]) -> Callable[..., Awaitable[T]]:
     Each pooled thread borrows its own connection (settings ``DB_POOL``).
     """
     return database_sync_to_async(func, thread_sensitive=False)
+
+
+CLOSE_UNKNOWN_PATH = 4404
+
+
+class UnknownSocketPath(AsyncWebsocketConsumer):
+    """A websocket on a path that is not a conversation (``/ws/conversations/<uuid>/``): refused."""
+
+    async def connect(self) -> None:
+        await self.close(code=CLOSE_UNKNOWN_PATH)
 
 
 class ConversationConsumer(AsyncJsonWebsocketConsumer):

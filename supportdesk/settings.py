@@ -45,6 +45,7 @@ MIDDLEWARE = [
     "supportdesk.origins.WidgetCorsMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
+    "supportdesk.bodylimit.ApiBodyLimit",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",

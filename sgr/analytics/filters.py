@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Literal
 
 from django.db.models import Q, QuerySet
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from guard.verdict import LEVEL_UNSCREENED
 from sgr.models import PlanRecord
 from sgr.schema import Action
 
+# Whole UTC days within what Python and PostgreSQL both represent, one day to spare at each end.
+DATE_MIN, DATE_MAX = dt.date(1, 1, 2), dt.date(9999, 12, 30)
+UNSEARCHABLE = re.compile(r"[\x00\ud800-\udfff]")
 GuardLevel = Literal["Safe", "Controversial", "Unsafe", "Unscreened"]
 GuardStatus = Literal["off", "pass", "flagged", "blocked", "failed_open", "failed_closed"]
 
@@ -37,9 +41,17 @@ class PlanRecordFilters(BaseModel):
     language: str | None = Field(default=None, max_length=8)
     injection_mode: Literal["synthetic", "tool_trace"] | None = None
     plan_status: Literal["ok", "repaired", "fallback", "absent"] | None = None
-    date_from: dt.date | None = None
-    date_to: dt.date | None = None
+    date_from: dt.date | None = Field(default=None, ge=DATE_MIN, le=DATE_MAX)
+    date_to: dt.date | None = Field(default=None, ge=DATE_MIN, le=DATE_MAX)
     q: str | None = Field(default=None, max_length=200, description="Search in the user intent and the message text.")
+
+    @field_validator("language", "q")
+    @classmethod
+    def _searchable(cls, value: str | None) -> str | None:
+        # PostgreSQL cannot hold a NUL in text, and a lone surrogate cannot be encoded at all.
+        if value is not None and UNSEARCHABLE.search(value):
+            raise ValueError("contains characters that cannot be searched")
+        return value
 
     @model_validator(mode="after")
     def _dates_ordered(self) -> PlanRecordFilters:
