@@ -29,7 +29,8 @@ def test_cleaned_text_can_be_stored_and_encoded(text: str) -> None:
     assert text_visible(cleaned) == text_visible(text_clean(cleaned))  # cleaning twice changes nothing
 
 
-@settings(max_examples=300)
+@pytest.mark.django_db  # a refusal reads its localized text (UI strings may be staff-edited)
+@settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.one_of(ANY_TEXT, st.none(), st.integers(), st.lists(st.text(max_size=3))))
 def test_a_message_is_either_accepted_clean_or_rejected_with_a_known_code(text: object) -> None:
     try:
