@@ -114,10 +114,13 @@ REDIS_URL = env.str("REDIS_URL", default="redis://127.0.0.1:63799/0")
 # the cheapest per streamed event (measured, docs/benchmarks.md); a push lost to a Redis hiccup
 # is filled from the event store by the consumer. `list`: channels_redis' sorted-set layer.
 CHANNEL_LAYER = env.str("CHANNEL_LAYER", default="pubsub")
+_CHANNEL_BACKENDS = {"pubsub": "channels_redis.pubsub.RedisPubSubChannelLayer",
+                     "list": "channels_redis.core.RedisChannelLayer"}
+if CHANNEL_LAYER not in _CHANNEL_BACKENDS:
+    raise ImproperlyConfigured(f"CHANNEL_LAYER must be one of {', '.join(_CHANNEL_BACKENDS)}, not {CHANNEL_LAYER!r}")
 CHANNEL_LAYERS = {
     "default": {
-        "BACKEND": {"pubsub": "channels_redis.pubsub.RedisPubSubChannelLayer",
-                    "list": "channels_redis.core.RedisChannelLayer"}[CHANNEL_LAYER],
+        "BACKEND": _CHANNEL_BACKENDS[CHANNEL_LAYER],
         # The layer blocks on Redis for 5 s at a time (BZPOPMIN); redis-py's default socket
         # timeout is also 5 s, which drops idle websockets. Give reads a longer timeout.
         "CONFIG": {
