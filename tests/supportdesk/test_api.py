@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from django.test import Client
 
 from supportdesk.models import Message, Turn
 from tests.conftest import conversation_create_via_api
