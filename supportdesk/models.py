@@ -98,11 +98,24 @@ class Turn(models.Model):
     answer_result = models.JSONField(null=True, blank=True)
     # Latency and tokens per stage, agent iterations, searches (staff and analysts only).
     diagnostics = models.JSONField(default=dict, blank=True)
+    # Turn recovery (supportdesk.recovery): the task running the turn's current stage holds a
+    # lease its worker renews; a lease that lapses (the worker died) or a turn left unclaimed too
+    # long (its stage never reached a worker) is handed to the stage again by the sweeper.
+    lease_owner = models.CharField(max_length=200, blank=True, default="")
+    lease_until = models.DateTimeField(null=True, blank=True)
+    recoveries = models.PositiveSmallIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["created_at", "id"]
+        indexes = [
+            # The sweeper's scan: only turns still under way, a handful at any time.
+            models.Index(
+                fields=["updated_at"], name="turn_unfinished_idx",
+                condition=models.Q(status__in=["queued", "guarding", "planning", "answering"]),
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"turn {self.pk} ({self.status})"

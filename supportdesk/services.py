@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import random
 from dataclasses import dataclass
 
@@ -16,6 +17,8 @@ from supportdesk.models import Conversation, Message, Turn, new_access_token, to
 from supportdesk.ratelimit import rate_limit_exceeded
 from supportdesk.textclean import text_clean, text_visible
 from supportdesk.turnlog import stage_diagnostics_flush
+
+logger = logging.getLogger(__name__)
 
 
 class MessageRejected(ValueError):
@@ -112,9 +115,16 @@ def message_receive(*, conversation: Conversation, text: object, client_ip: str 
 
 
 def _enqueue_turn(turn_id: int) -> None:
-    from supportdesk.tasks import turn_pipeline  # tasks import services; avoid the cycle
+    """Send the turn's stages to the workers. With the broker away the message is still accepted:
+    the turn is marked for the recovery sweeper, which sends it once the broker is back."""
+    from supportdesk.recovery import turn_recovery_due  # both import services; avoid the cycle
+    from supportdesk.tasks import turn_pipeline
 
-    turn_pipeline(turn_id).apply_async()
+    try:
+        turn_pipeline(turn_id).apply_async()
+    except Exception:
+        logger.warning("turn %s: the broker is unreachable; the recovery sweeper will send it", turn_id, exc_info=True)
+        turn_recovery_due(turn_id=turn_id)
 
 
 def turn_status_set(*, turn: Turn, status: str, also: tuple[str, ...] = ()) -> None:
