@@ -28,6 +28,7 @@ import statistics
 import sys
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 
 import django
@@ -78,7 +79,7 @@ def customers(count: int, rate: float, sent: list[int]) -> None:
     close_old_connections()
 
 
-def kill_one(group: ProcessGroup, kills: list[tuple[float, list[int]]]) -> None:
+def kill_one(group: ProcessGroup, kills: list[tuple[datetime, list[int]]]) -> None:
     alive = [c for c in group.children if c.proc.poll() is None]
     if not alive:
         return
@@ -90,7 +91,7 @@ def kill_one(group: ProcessGroup, kills: list[tuple[float, list[int]]]) -> None:
         os.killpg(victim.proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         return
-    kills.append((killed_at.timestamp(), under_way))
+    kills.append((killed_at, under_way))
 
 
 def outcome(turn: Turn, answer: str) -> str:
@@ -126,7 +127,7 @@ def main() -> None:
     stop = threading.Event()
     threading.Thread(target=supervise, args=(group, stop), daemon=True).start()
     sent: list[int] = []
-    kills: list[tuple[float, list[int]]] = []
+    kills: list[tuple[datetime, list[int]]] = []
     window = args.turns / args.rate
     moments = sorted(random.uniform(2, window) for _ in range(args.kills))
     sender = threading.Thread(target=customers, args=(args.turns, args.rate, sent))
@@ -150,10 +151,9 @@ def main() -> None:
     resumed: list[float] = []
     for killed_at, under_way in kills:
         for pk in under_way:
-            after = (TurnEvent.objects.filter(turn_id=pk, created_at__gt=timezone.datetime.fromtimestamp(killed_at, tz=timezone.utc))
-                     .order_by("seq").first())
+            after = TurnEvent.objects.filter(turn_id=pk, created_at__gt=killed_at).order_by("seq").first()
             if after is not None:
-                resumed.append(after.created_at.timestamp() - killed_at)
+                resumed.append((after.created_at - killed_at).total_seconds())
     print(f"{len(sent)} turns, {len(kills)} worker kills (SIGKILL of a stage worker and its children), "
           f"LLM plan delay {args.llm_plan_delay}s, {args.answer_chunks} chunks x {args.llm_chunk_delay}s, {took:.0f}s in all")
     print(f"done exactly once={results.count('done once')} failed cleanly={results.count('failed cleanly')} "
