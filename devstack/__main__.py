@@ -121,8 +121,8 @@ def run() -> int:
         say(f"  API docs  : {base}/api/docs")
         say("press Ctrl-C to stop every process")
         while True:
-            # A dead worker or web server is started again (a turn it held is handed to another worker
-            # by the broker); the services below them cannot be replaced under the stack's feet.
+            # A dead worker, web server or Redis is started again (a turn a worker held is sent again by
+            # the turn recovery sweeper); PostgreSQL cannot be replaced under the stack's feet.
             exited = group.supervise()
             if exited is not None:
                 raise StackError(f"{exited.name} exited with code {exited.proc.returncode}; see .data/logs/{exited.name}.log")
