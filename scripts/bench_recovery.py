@@ -25,6 +25,7 @@ import os
 import random
 import signal
 import statistics
+from collections import Counter
 import sys
 import threading
 import time
@@ -158,6 +159,10 @@ def main() -> None:
           f"LLM plan delay {args.llm_plan_delay}s, {args.answer_chunks} chunks x {args.llm_chunk_delay}s, {took:.0f}s in all")
     print(f"done exactly once={results.count('done once')} failed cleanly={results.count('failed cleanly')} "
           f"lost={results.count('lost')}")
+    reasons = Counter(t.error_code for t in turns.values() if t.status == Turn.Status.FAILED)
+    recovered = Counter(min(t.recoveries, 3) for t in turns.values())
+    print(f"failure codes: {dict(reasons) or '-'}; turns sent again by the sweeper 0/1/2/3+ times: "
+          f"{[recovered.get(n, 0) for n in range(4)]}; kills skipped (no worker alive): {args.kills - len(kills)}")
     hit = sum(len(u) for _, u in kills)
     if resumed:
         print(f"turns under way in a killed worker: {hit}; kill -> turn resumed s "
