@@ -140,7 +140,26 @@ def run() -> int:
         say("all processes stopped")
 
 
+# The lint and type gate (settings in pyproject.toml): every whole-suite run, CI included, passes
+# it before any test runs; a run of chosen tests (``./sd test -k ...``) skips it unless SD_GATE=1.
+GATE = (("ruff", [sys.executable, "-m", "ruff", "check", "."]), ("mypy", [sys.executable, "-m", "mypy"]))
+
+
+def gate() -> int:
+    for name, argv in GATE:
+        say(f"lint and type gate: {name} ...")
+        code = subprocess.run(argv, cwd=ROOT).returncode
+        if code:
+            say(f"the {name} gate failed (exit {code}): fix the findings above, then run ./sd test again")
+            return code
+    return 0
+
+
 def test(pytest_args: list[str]) -> int:
+    if not pytest_args or os.environ.get("SD_GATE") == "1":
+        code = gate()
+        if code:
+            return code
     browser_ensure()
     # Tests open hundreds of conversations from one address; the limit has a test of its own.
     os.environ.setdefault("RATE_LIMIT_CONVERSATIONS_PER_MINUTE", "0")

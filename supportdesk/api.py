@@ -71,7 +71,7 @@ class FeedbackIn(Schema):
 
 
 RATINGS = {"up": TurnFeedback.Rating.UP, "down": TurnFeedback.Rating.DOWN}
-RATING_NAMES = {value: name for name, value in RATINGS.items()}
+RATING_NAMES: dict[object, str] = {value: name for name, value in RATINGS.items()}
 
 
 class FeedbackOut(Schema):

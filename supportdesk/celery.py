@@ -118,4 +118,4 @@ def worker_db_connections_close(**kwargs: Any) -> None:
     for connection in connections.all():
         connection.close()
         if connection.settings_dict.get("OPTIONS", {}).get("pool"):
-            connection.close_pool()  # the pooled sessions end now, not when PostgreSQL notices
+            connection.close_pool()  # type: ignore[attr-defined]  # PostgreSQL's wrapper: the pooled sessions end now

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 import uuid
+from typing import Any
 from datetime import timedelta
 
 from django.conf import settings
@@ -120,7 +121,7 @@ class Turn(models.Model):
     def __str__(self) -> str:
         return f"turn {self.pk} ({self.status})"
 
-    def save(self, *args: object, **kwargs: object) -> None:
+    def save(self, *args: Any, **kwargs: Any) -> None:
         # A turn created without a language (imports, fixtures) is answered in its conversation's.
         if not self.language:
             self.language = self.conversation.language

@@ -187,7 +187,7 @@ def _recovering(turn: Turn) -> None:
     })
 
 
-_STAGE_OF = {Turn.Status.QUEUED: "guard", Turn.Status.GUARDING: "guard", Turn.Status.PLANNING: "sgr",
+_STAGE_OF: dict[str, str] = {Turn.Status.QUEUED: "guard", Turn.Status.GUARDING: "guard", Turn.Status.PLANNING: "sgr",
              Turn.Status.ANSWERING: "answer"}
 
 

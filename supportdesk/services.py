@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+from typing import Any
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -178,7 +179,7 @@ def turn_diagnostics_merge(*, turn_id: int, path: tuple[str, ...], value: object
         cursor.execute(f"UPDATE {Turn._meta.db_table} SET diagnostics = {expression} WHERE id = %s", [*params, turn_id])
 
 
-def _diagnostics_merged(path: tuple[str, ...], depth: int, value: object) -> tuple[str, list[object]]:
+def _diagnostics_merged(path: tuple[str, ...], depth: int, value: object) -> tuple[str, list[Any]]:
     """SQL for the diagnostics object at ``path[:depth]`` with ``value`` set below it."""
     if depth == len(path):
         return "%s::jsonb", [json.dumps(value)]

@@ -36,7 +36,6 @@ TRANSIENT_ERRORS = (
     openai.RateLimitError,
     LLMStreamInterrupted,
 )
-STAGE_TASK_OPTIONS = {"bind": True, "acks_late": True, "reject_on_worker_lost": True}
 
 
 def stage_execute(task: Task, turn_id: int, stage: str, run: Callable[..., None]) -> None:
@@ -100,17 +99,17 @@ def _budget_allows(turn: Turn, countdown: float) -> bool:
     return turn_deadline(turn) - time.time() >= countdown + RETRY_MIN_CALL_SECONDS
 
 
-@shared_task(name="supportdesk.turn.guard", **STAGE_TASK_OPTIONS)
+@shared_task(name="supportdesk.turn.guard", bind=True, acks_late=True, reject_on_worker_lost=True)
 def guard_task(self: Task, turn_id: int) -> None:
     stage_execute(self, turn_id, "guard", guard_stage_run)
 
 
-@shared_task(name="supportdesk.turn.sgr", **STAGE_TASK_OPTIONS)
+@shared_task(name="supportdesk.turn.sgr", bind=True, acks_late=True, reject_on_worker_lost=True)
 def sgr_task(self: Task, turn_id: int) -> None:
     stage_execute(self, turn_id, "sgr", plan_stage_run)
 
 
-@shared_task(name="supportdesk.turn.answer", **STAGE_TASK_OPTIONS)
+@shared_task(name="supportdesk.turn.answer", bind=True, acks_late=True, reject_on_worker_lost=True)
 def answer_task(self: Task, turn_id: int) -> None:
     stage_execute(self, turn_id, "answer", answer_stage_run)
 
