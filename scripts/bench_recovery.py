@@ -40,6 +40,8 @@ from django.db import close_old_connections  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from devstack.processes import ProcessGroup  # noqa: E402
+from guard.exemplars import exemplars_load  # noqa: E402
+from retrieval.embedders import embedder_get  # noqa: E402
 from devstack.workers import worker_argv, worker_env, worker_specs  # noqa: E402
 from supportdesk.celery import app as celery_app  # noqa: E402
 from supportdesk.models import Message, Turn, TurnEvent  # noqa: E402
@@ -54,11 +56,11 @@ UNDER_WAY = ("guarding", "planning", "answering")
 
 def stack_start(stub: StubProcess, log_dir: Path) -> ProcessGroup:
     env = {**os.environ, "LLM_BASE_URL": stub.base_url, "RATE_LIMIT_IP_PER_MINUTE": "0",
-           "RATE_LIMIT_CONVERSATION_PER_MINUTE": "0", "LOG_LEVEL": "WARNING"}
+           "RATE_LIMIT_CONVERSATION_PER_MINUTE": "0", "LOG_LEVEL": os.environ.get("LOG_LEVEL", "INFO")}
     group = ProcessGroup(log_dir=log_dir)
     stages = [spec for spec in worker_specs(env) if spec.role != "ingest"]
     for spec in stages:
-        group.start(f"worker-{spec.role}", worker_argv(spec, name=f"recovery-{os.getpid()}", loglevel="WARNING"),
+        group.start(f"worker-{spec.role}", worker_argv(spec, name=f"recovery-{os.getpid()}", loglevel="INFO"),
                     env=worker_env(env), cwd=ROOT, supervised=True)
     deadline = time.monotonic() + 90
     while len(celery_app.control.ping(timeout=0.5)) < len(stages):
@@ -122,6 +124,10 @@ def main() -> None:
     args = parser.parse_args()
     random.seed(args.seed)
     answer = " ".join(f"w{i}" for i in range(args.answer_chunks))
+    # A deployed guardian has its exemplar vectors stored (the first screening ever embeds them,
+    # ~15 s): store them first, so the kills measure recovery, not a cold start killed over and over.
+    exemplars_load(embedder_get())
+    close_old_connections()
     stub = StubProcess(answer, args.llm_plan_delay, args.llm_chunk_delay)
     log_dir = ROOT / ".data" / "bench-logs" / f"recovery-{os.getpid()}"
     group = stack_start(stub, log_dir)
@@ -169,6 +175,9 @@ def main() -> None:
               f"median={statistics.median(resumed):.1f} worst={max(resumed):.1f} (resumed {len(resumed)} of {hit})")
     else:
         print(f"turns under way in a killed worker: {hit}; none resumed")
+    for pk in [pk for pk, result in zip(sent, results, strict=True) if result == "lost"][:5]:
+        types = list(TurnEvent.objects.filter(turn_id=pk).order_by("seq").values_list("type", flat=True))
+        print(f"  lost turn {pk}: status={turns[pk].status} recoveries={turns[pk].recoveries} events={types}")
     print(f"logs: {log_dir}")
 
 

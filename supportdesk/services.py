@@ -136,6 +136,14 @@ def turn_status_set(*, turn: Turn, status: str, also: tuple[str, ...] = ()) -> N
         turn_event_emit(turn=turn, type="status", payload={"status": status})
 
 
+def turn_lock_unfinished(*, turn: Turn) -> bool:
+    """Lock the turn's row for the current transaction; False when it has already ended (a second
+    copy of its stage, sent again by turn recovery, finished it first): the caller must not end it
+    again. So a turn ends exactly once, whatever runs twice."""
+    status = Turn.objects.select_for_update().filter(pk=turn.pk).values_list("status", flat=True).first()
+    return status is not None and status not in Turn.TERMINAL
+
+
 def turn_fail(*, turn: Turn, stage: str, code: str, detail: str = "", message_key: str | None = None) -> None:
     """End a turn as failed with a localized error event; the customer's message stays saved.
 
@@ -146,6 +154,8 @@ def turn_fail(*, turn: Turn, stage: str, code: str, detail: str = "", message_ke
         message_key = "error_llm_unavailable" if code == "llm_unavailable" else "error_internal"
     stage_diagnostics_flush()
     with transaction.atomic(savepoint=False):
+        if not turn_lock_unfinished(turn=turn):
+            return
         turn.status = Turn.Status.FAILED
         turn.error_code = code
         turn.error_detail = detail[:2000]
@@ -163,6 +173,8 @@ def turn_finish(*, turn: Turn, status: str, also: tuple[str, ...] = ()) -> None:
     """Close a turn with a terminal status and the final ``done`` event (``also``: as for turn_status_set)."""
     stage_diagnostics_flush()
     with transaction.atomic(savepoint=False):
+        if not turn_lock_unfinished(turn=turn):
+            return
         turn.status = status
         turn.save(update_fields=["status", "updated_at", *also])
         turn_event_emit(turn=turn, type="done", payload={"status": status})

@@ -174,3 +174,17 @@ def test_model_calls_are_cut_to_the_turn_budget(settings):
         assert llm_client().timeout == 60.0 and llm_client().max_retries == 1
     with calls_deadline(time.time() - 5):
         assert llm_client().timeout == 1.0  # past the budget: one last short try, never a long one
+
+
+def test_a_turn_ends_once_even_when_two_copies_of_its_stage_finish_it(no_enqueue):
+    from supportdesk.services import turn_fail, turn_finish
+
+    turn = _turn(Turn.Status.ANSWERING)
+    first, second = Turn.objects.get(pk=turn.pk), Turn.objects.get(pk=turn.pk)  # two copies, both saw "answering"
+    turn_finish(turn=first, status=Turn.Status.DONE)
+    turn_finish(turn=second, status=Turn.Status.DONE)
+    turn_fail(turn=second, stage="answer", code="llm_unavailable")  # a late failure does not undo the answer
+    turn.refresh_from_db()
+    assert turn.status == Turn.Status.DONE
+    types = list(TurnEvent.objects.filter(turn=turn).values_list("type", flat=True))
+    assert types.count("done") == 1 and "error" not in types
