@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from devstack.processes import ProcessGroup, StackError, free_port, require_port, say, tcp_ready, wait_until
+from devstack.secretkey import secret_key_env
 from devstack.services import browser_ensure, llm_start, postgres_start, redis_start
 from devstack.workers import worker_argv, worker_env, worker_specs
 
@@ -67,6 +68,7 @@ def run() -> int:
     env.setdefault("DJANGO_SETTINGS_MODULE", "supportdesk.settings")
     # Debug pages would send tracebacks to anyone who can reach the port: off unless asked (DEBUG=true).
     env.setdefault("DEBUG", "false")
+    secret_key_env(env, kept=DATA / "secret_key")
     web_port = _port("SD_WEB_PORT", 8000)
     started = _started_at()
     try:
@@ -146,9 +148,11 @@ GATE = (("ruff", [sys.executable, "-m", "ruff", "check", "."]), ("mypy", [sys.ex
 
 
 def gate() -> int:
+    env = dict(os.environ)
+    secret_key_env(env)  # mypy's Django plugin loads the settings
     for name, argv in GATE:
         say(f"lint and type gate: {name} ...")
-        code = subprocess.run(argv, cwd=ROOT).returncode
+        code = subprocess.run(argv, cwd=ROOT, env=env).returncode
         if code:
             say(f"the {name} gate failed (exit {code}): fix the findings above, then run ./sd test again")
             return code
@@ -185,6 +189,7 @@ def _with_throwaway_services(name: str, command: list[str], *, migrate: bool) ->
         env["REDIS_URL"] = redis_start(group, data_dir=root / "redis", port=free_port())
         say(f"{name} services: {env['DATABASE_URL']}  {env['REDIS_URL']}")
         env.setdefault("DJANGO_SETTINGS_MODULE", "supportdesk.settings")
+        secret_key_env(env)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
         if migrate:
             _manage("migrate", "--noinput", "-v", "0", env=env)

@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass
 
 STAGE_QUEUES = "guard,sgr,answer"
-INGEST_QUEUES = "ingest"
+INGEST_QUEUES = "ingest,default"  # "default": tasks with no route of their own (CELERY_TASK_DEFAULT_QUEUE)
 
 
 @dataclass(frozen=True)

@@ -50,3 +50,21 @@ def test_a_dead_unsupervised_service_is_reported_not_restarted(tmp_path):
         assert group.children[0] is service  # left as it is, for the launcher to stop the stack
     finally:
         group.stop_all()
+
+
+def test_the_run_commands_secret_key_is_made_once_and_kept_private(tmp_path):
+    from devstack.secretkey import secret_key_env, secret_key_kept
+
+    path = tmp_path / ".data" / "secret_key"
+    first = secret_key_kept(path)
+    assert len(first) >= 50 and secret_key_kept(path) == first
+    assert path.stat().st_mode & 0o077 == 0  # the owner's only
+    env: dict[str, str] = {}
+    secret_key_env(env, kept=path)
+    assert env["SECRET_KEY"] == first
+    mine = {"SECRET_KEY": "set-by-the-user"}
+    secret_key_env(mine, kept=path)
+    assert mine["SECRET_KEY"] == "set-by-the-user"
+    fresh: dict[str, str] = {}
+    secret_key_env(fresh)
+    assert fresh["SECRET_KEY"] not in ("", first)

@@ -21,3 +21,38 @@ def test_an_unknown_channel_layer_is_refused_by_name():
     assert "CHANNEL_LAYER must be one of pubsub, list, not 'bogus'" in refused.stderr
     assert _setup_with(CHANNEL_LAYER="list").stdout.strip() == "channels_redis.core.RedisChannelLayer"
     assert _setup_with().stdout.strip() == "channels_redis.pubsub.RedisPubSubChannelLayer"
+
+
+def test_without_a_secret_key_only_debug_starts():
+    refused = _setup_with(SECRET_KEY="", DEBUG="false")
+    assert refused.returncode != 0
+    assert "SECRET_KEY is not set and DEBUG is off" in refused.stderr
+    assert _setup_with(SECRET_KEY="", DEBUG="true").returncode == 0
+    assert _setup_with(SECRET_KEY="a-long-random-value", DEBUG="false").returncode == 0
+
+
+def test_a_task_without_a_route_goes_to_the_default_queue_the_ingest_worker_consumes():
+    from devstack.workers import worker_specs
+    from supportdesk.celery import app
+
+    queue = app.amqp.router.route({}, "supportdesk.some_new_task")["queue"].name
+    assert queue == "default"
+    assert "default" in next(s for s in worker_specs() if s.role == "ingest").queues.split(",")
+    assert all("default" not in s.queues.split(",") for s in worker_specs() if s.role != "ingest")
+
+
+def test_json_logs_are_one_object_a_line():
+    import json
+    import logging
+
+    from supportdesk.logformat import JsonFormatter
+
+    try:
+        raise ValueError("bad")
+    except ValueError:
+        record = logging.LogRecord("supportdesk.x", logging.ERROR, __file__, 1, "turn %s failed", (7,), sys.exc_info())
+    line = JsonFormatter().format(record)
+    assert "\n" not in line  # the traceback is inside the JSON string, escaped
+    entry = json.loads(line)
+    assert entry["level"] == "ERROR" and entry["logger"] == "supportdesk.x" and entry["message"] == "turn 7 failed"
+    assert "ValueError: bad" in entry["exception"] and entry["time"].endswith("+00:00")
