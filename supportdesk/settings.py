@@ -66,6 +66,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "supportdesk.modelstate.model_state_context",
             ],
         },
     },
@@ -294,6 +295,8 @@ MESSAGE_MAX_CHARS = env.int("MESSAGE_MAX_CHARS", default=4000)
 # --- Answer, widget and API -------------------------------------------------------------
 # Tool rounds (search_kb calls) the answering agent may make before it must answer.
 AGENT_MAX_ITERATIONS = env.int("AGENT_MAX_ITERATIONS", default=3)
+# Seconds between looks of a stage waiting for the local model to start (supportdesk/modelstate.py).
+MODEL_STARTING_POLL = env.float("MODEL_STARTING_POLL", default=3.0)
 # Search the plan's sub-queries before the answering model starts and put the numbered results
 # in its prompt (supportdesk/answer/prefetch.py); false: the model searches only with its tool.
 ANSWER_PREFETCH = env.bool("ANSWER_PREFETCH", default=True)

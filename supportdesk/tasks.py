@@ -18,6 +18,7 @@ from django.conf import settings
 from sgr.cache import content_generation_pinned
 from supportdesk.waiting import DATABASE_BUSY, stage_working
 from supportdesk.llm import LLMStreamInterrupted
+from supportdesk.modelstate import model_gate
 from supportdesk.selectors import turn_get_for_stage
 from supportdesk.services import turn_fail
 from supportdesk.stages.answer import answer_stage_run
@@ -37,6 +38,7 @@ STAGE_TASK_OPTIONS = {"bind": True, "acks_late": True, "reject_on_worker_lost": 
 
 
 def stage_execute(task: Task, turn_id: int, stage: str, run: Callable[..., None]) -> None:
+    model_gate(task, stage)  # the local model still starting: back to the queue, the turn waits
     try:
         with stage_working(), content_generation_pinned():  # templates and strings: one snapshot per stage
             stage_run_guarded(task, turn_id, stage, run)
