@@ -16,6 +16,7 @@ Transient transport errors propagate so the Celery task can retry.
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
@@ -177,11 +178,32 @@ class _Caller:
         return reply
 
 
+@functools.cache
+def schema_guide() -> str:
+    """The plan's fields and their reasoning steps as text, for the ``json_schema`` transport.
+
+    A response format constrains the output but is not shown to the model (a tool's
+    parameters are), so the model reads the steps here. The text is the same for every
+    turn and comes first in the prompt, so the model server reuses its cached prefix.
+    """
+    schema = plan_json_schema()
+    lines = [f"Reply with one JSON object of {TOOL_NAME}'s fields, in this order:"]
+    for name, field in schema["properties"].items():
+        kind = field.get("type") or " or ".join(str(o.get("type", o.get("const", ""))) for o in field.get("anyOf", []))
+        if "enum" in field:
+            kind = " | ".join(repr(v) for v in field["enum"])
+        lines.append(f"- {name} ({kind}): {field.get('description', '')}")
+    return "\n".join(lines)
+
+
 def plan_request(
     *, client: OpenAI, messages: list[dict[str, Any]], context: PlanningContext, message_text: str
 ) -> PlanOutcome:
     """Ask for a plan with the configured transport, repair once, else fall back. Never returns an invalid plan."""
-    prompt = [{"role": "system", "content": system_prompt(context=context)}, *messages]
+    system = system_prompt(context=context)
+    if settings.SGR_TRANSPORT == "json_schema":  # the fixed part first: a cached prefix
+        system = schema_guide() + "\n\n" + system
+    prompt = [{"role": "system", "content": system}, *messages]
     caller = _Caller(client)
     started = time.monotonic()
     first = caller.call(prompt)

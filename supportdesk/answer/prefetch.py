@@ -1,7 +1,7 @@
 """The plan's searches, run before the answering model starts (``ANSWER_PREFETCH``).
 
-When the plan's final action is ``normal``, its sub-queries are searched in one
-batch (one embedding call, the results merged, numbered ``[n]`` and trimmed to
+When the plan's final action is ``normal``, its sub-queries (after the customer's
+message itself) are searched in one batch (one embedding call, the results merged, numbered ``[n]`` and trimmed to
 ``LLM_CONTEXT_BUDGET``) and the result goes into the answer prompt as a
 ``search_kb`` call the assistant made, followed by its tool message: exactly what
 the model would have seen had it called the tool itself. So a model that never
@@ -24,24 +24,29 @@ from django.conf import settings
 from sgr.models import PlanRecord
 from supportdesk.answer.kb import TOOL_NAME, KbResult, kb_search, kb_tool_message
 
-PREFETCH_MAX_QUERIES = 5  # the plan allows 10; more would only dilute the budget
+PREFETCH_MAX_QUERIES = 5  # the message and up to four sub-queries: more would only dilute the budget
+MESSAGE_QUERY_CHARS = 500  # of the customer's message searched as it is
 
 
-def plan_queries(record: PlanRecord | None) -> list[str]:
-    """The plan's distinct sub-queries when its final action is ``normal``; else none."""
+def plan_queries(record: PlanRecord | None, message: str = "") -> list[str]:
+    """The customer's message and the plan's distinct sub-queries when its final action is ``normal``; else none.
+
+    The message itself comes first: a small model's sub-queries may be poor, the customer's
+    own words never miss the question.
+    """
     if record is None or record.final_action != "normal" or not record.plan:
         return []
-    raw = record.plan.get("subqueries") or []
-    queries = [" ".join(str(q).split()) for q in raw if isinstance(q, str)]
+    raw = [message[:MESSAGE_QUERY_CHARS], *(record.plan.get("subqueries") or [])]
+    queries = [" ".join(q.split()) for q in raw if isinstance(q, str)]
     return list(dict.fromkeys(q for q in queries if q))[:PREFETCH_MAX_QUERIES]
 
 
-def plan_prefetch(*, turn_id: int, language: str, record: PlanRecord | None,
+def plan_prefetch(*, turn_id: int, language: str, record: PlanRecord | None, message: str = "",
                   search: Callable[..., KbResult] = kb_search) -> KbResult | None:
-    """Search the plan's sub-queries in one batch; ``None`` when off or there is nothing to search."""
+    """Search the message and the plan's sub-queries in one batch; ``None`` when off or nothing to search."""
     if not settings.ANSWER_PREFETCH:
         return None
-    queries = plan_queries(record)
+    queries = plan_queries(record, message)
     if not queries:
         return None
     return search(query=queries, turn_id=turn_id, language=language)

@@ -91,7 +91,7 @@ def answer_stage_run(*, turn: Turn) -> None:
         answer_restart_clear(turn=turn)
         tokens = TokenBatcher(lambda text: token_emit(turn=turn, text=text), settings.ANSWER_TOKEN_BATCH_MS)
         record = plan_record_get(turn_id=turn.pk)
-        prefetched = plan_prefetch(turn_id=turn.pk, language=language, record=record)
+        prefetched = plan_prefetch(turn_id=turn.pk, language=language, record=record, message=turn.user_message.text)
         try:
             outcome = agent_run(
                 client=llm_client(), messages=answer_messages(turn=turn, record=record, prefetched=prefetched),

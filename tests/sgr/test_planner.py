@@ -8,8 +8,8 @@ import pytest
 
 from guard.verdict import Verdict
 from sgr.models import PromptTemplate
-from sgr.planner import PlanningContext, plan_request
-from sgr.schema import TOOL_NAME
+from sgr.planner import PlanningContext, plan_request, schema_guide
+from sgr.schema import TOOL_NAME, Plan
 from supportdesk.llm import llm_client
 from tests.llm_stub import Reply
 from tests.sgr.factories import plan_args
@@ -49,6 +49,9 @@ def test_json_schema_transport_asks_for_the_schema_as_response_format(llm, setti
     assert request["response_format"]["type"] == "json_schema"
     assert request["response_format"]["json_schema"]["name"] == TOOL_NAME
     assert "spam_score" in request["response_format"]["json_schema"]["schema"]["properties"]
+    # A response format is not shown to the model: the fields' reasoning steps are, first (a cached prefix).
+    system = request["messages"][0]["content"]
+    assert system.startswith(schema_guide()) and all(f"- {name} (" in system for name in Plan.model_fields)
     assert "tools" not in request and "tool_choice" not in request
     assert (outcome.status, outcome.transport, outcome.tool_choice) == ("ok", "json_schema", "")
     assert outcome.plan.topic == "billing"

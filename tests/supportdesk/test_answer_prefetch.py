@@ -26,6 +26,8 @@ DOCS = {
     "delivery.md": "# Delivery\n\nStandard delivery takes three to five business days; express is next day.",
 }
 SUBQUERIES = ["reset password link", "change account email"]
+MESSAGE = "How do I reset my password and change my email?"
+QUERIES = [MESSAGE, *SUBQUERIES]  # the customer's own words first
 HEADER = re.compile(r"^\[(\d+)\] ([^\n—]+?)(?: —|$)", re.MULTILINE)
 
 
@@ -46,7 +48,7 @@ def kb(llm: ScriptedLLM, settings: Any, tmp_path: Any) -> ScriptedLLM:
 
 def _answer(llm: ScriptedLLM, *replies: Reply) -> Turn:
     llm.plan_args = plan_args(subqueries=SUBQUERIES)
-    turn = turn_make(text="How do I reset my password and change my email?")
+    turn = turn_make(text=MESSAGE)
     plan_stage_run(turn=turn)
     llm.requests.clear()
     llm.push(*replies)
@@ -65,7 +67,7 @@ def test_the_plans_searches_are_in_the_prompt_and_cited_without_a_tool_call(kb):
     (request,) = kb.chat_requests()  # the model made no tool call: one answering request
     call, tool = request["messages"][-2:]
     assert call["role"] == "assistant" and call["tool_calls"][0]["function"]["name"] == "search_kb"
-    assert json.loads(call["tool_calls"][0]["function"]["arguments"]) == {"query": "; ".join(SUBQUERIES)}
+    assert json.loads(call["tool_calls"][0]["function"]["arguments"]) == {"query": "; ".join(QUERIES)}
     assert tool["role"] == "tool" and tool["tool_call_id"] == call["tool_calls"][0]["id"]
     shown = {int(n): title.strip() for n, title in HEADER.findall(tool["content"])}
     assert 1 in shown and 2 in shown  # two articles came back, numbered from 1
@@ -78,17 +80,17 @@ def test_the_plans_searches_are_in_the_prompt_and_cited_without_a_tool_call(kb):
     assert turn.answer_result["invalid_citations"] == [9]
 
     (trace,) = QueryTrace.objects.filter(turn_id=turn.pk)
-    assert trace.queries == SUBQUERIES
+    assert trace.queries == QUERIES
     assert {row["number"] for row in trace.results if row["number"] is not None} >= {1, 2}
     searches = turn.diagnostics["answer"]["searches"]
-    assert searches[0]["queries"] == SUBQUERIES and searches[0]["trace_id"] == trace.pk
-    assert turn.plan_record.metadata["answer"]["searched_queries"] == SUBQUERIES
+    assert searches[0]["queries"] == QUERIES and searches[0]["trace_id"] == trace.pk
+    assert turn.plan_record.metadata["answer"]["searched_queries"] == QUERIES
 
 
 def test_the_sub_queries_are_embedded_in_one_call(kb):
     _answer(kb, Reply(content="Done [1]."))
     embeddings = [r.body for r in kb.requests if r.path.endswith("/embeddings")]
-    assert len(embeddings) == 1 and embeddings[0]["input"] == SUBQUERIES
+    assert len(embeddings) == 1 and embeddings[0]["input"] == QUERIES
 
 
 def test_the_agent_may_still_search_and_its_articles_are_numbered_after_the_prefetched(kb, settings):
@@ -122,4 +124,4 @@ def test_nothing_found_adds_nothing_to_the_prompt_but_is_traced(llm, settings):
     (request,) = llm.chat_requests()
     assert [m["role"] for m in request["messages"]] == ["system", "user", "assistant"]
     (trace,) = QueryTrace.objects.filter(turn_id=turn.pk)
-    assert trace.queries == SUBQUERIES and trace.results == []
+    assert trace.queries == QUERIES and trace.results == []

@@ -175,8 +175,9 @@ def test_rest_turn_ask_and_ask_structured_run_the_worker_pipeline(client, llm, c
                              content_type="application/json", headers={"X-API-Key": key}).json()
     assert structured["answer_text"] == "Here is how." and structured["final_action"] == "normal"
     assert structured["plan"]["user_intent"] == llm.plan_args["user_intent"]
-    # The plan's sub-queries were searched first (prefetch), then the agent's own search.
-    assert [q["queries"] for q in structured["per_query_results"]] == [llm.plan_args["subqueries"], ["password reset"]]
+    # The message and the plan's sub-queries were searched first (prefetch), then the agent's own search.
+    assert [q["queries"] for q in structured["per_query_results"]] == [["Reset?", *llm.plan_args["subqueries"]],
+                                                                      ["password reset"]]
     assert structured["diagnostics"]["answer"]["iterations"] == 1
     assert {"guard", "sgr", "answer"} <= set(structured["diagnostics"]["stages"])
     assert structured["diagnostics"]["planner"]["prompt_tokens"] > 0
