@@ -147,7 +147,10 @@ def _local_model(env: dict[str, str], started: float) -> ModelBringUp:
     # model on 2 cores is slow, so give it time and keep the plan and the context short.
     env.setdefault("SGR_TRANSPORT", "json_schema")
     env.setdefault("SGR_MAX_TOKENS", "400")
-    env.setdefault("LLM_CONTEXT_BUDGET", "700")
+    env.setdefault("LLM_CONTEXT_BUDGET", "500")
+    # The plan's searches are in the prompt already (ANSWER_PREFETCH) and these models write a tool
+    # call as text rather than calling it: offering the tool would only add ~250 prompt tokens.
+    env.setdefault("AGENT_MAX_ITERATIONS", "0")
     env.setdefault("LLM_MAX_TOKENS", "320")
     env.setdefault("LLM_TIMEOUT", "180")
     env.setdefault("CELERY_TASK_SOFT_TIME_LIMIT", "600")

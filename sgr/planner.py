@@ -110,10 +110,27 @@ def plan_errors(raw: str) -> tuple[Plan | None, list[str]]:
         return None, [f"not valid JSON: {exc}"]
     if not isinstance(data, dict):
         return None, ["the arguments must be a JSON object"]
+    data = _subqueries_deduplicated(data)
     try:
         return Plan.model_validate(data), []
     except ValidationError as exc:
         return None, [f"{'.'.join(str(p) for p in err['loc']) or 'plan'}: {err['msg']}" for err in exc.errors()]
+
+
+def _subqueries_deduplicated(data: dict[str, Any]) -> dict[str, Any]:
+    """A sub-query repeated (same words, any case or spacing) is dropped, not a reason to repair: a
+    small model repeats itself often, and a repair call costs it as much as the plan itself."""
+    queries = data.get("subqueries")
+    if not isinstance(queries, list):
+        return data
+    seen: set[str] = set()
+    kept = []
+    for query in queries:
+        key = " ".join(query.lower().split()) if isinstance(query, str) else repr(query)
+        if key not in seen:
+            seen.add(key)
+            kept.append(query)
+    return {**data, "subqueries": kept}
 
 
 def fallback_plan(*, text: str, language: str) -> Plan:

@@ -73,13 +73,13 @@ def answer_messages(*, turn: Turn, record: PlanRecord | None, prefetched: KbResu
     """System prompt, history (synthetic messages and answers only), the message, this turn's plan, and
     the plan's searches when they were run first (``supportdesk.answer.prefetch``): fixed parts first,
     the turn's own parts last, so the model server reuses the cached prefix."""
+    language_name = LANGUAGE_NAMES.get(turn.language, turn.language)
     return [
-        {"role": "system", "content": ANSWER_SYSTEM_PROMPT + " " + ANSWER_LANGUAGE_PROMPT.format(
-            name=LANGUAGE_NAMES.get(turn.language, turn.language))},
+        {"role": "system", "content": ANSWER_SYSTEM_PROMPT + " " + ANSWER_LANGUAGE_PROMPT.format(name=language_name)},
         *context_history(turn=turn),
         {"role": "user", "content": turn.user_message.text},
         *plan_injection(turn=turn, record=record),
-        *prefetch_messages(turn_id=turn.pk, result=prefetched, language=turn.language),
+        *prefetch_messages(result=prefetched, language_name=language_name),
     ]
 
 

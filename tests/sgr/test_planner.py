@@ -141,3 +141,11 @@ def test_the_system_prompt_is_edited_in_the_database(llm):
     prompt.save()
     _plan()
     assert llm.chat_requests()[0]["messages"][0]["content"] == "Plan carefully. Guardian says Safe. Relevance unknown."
+
+
+def test_a_repeated_sub_query_is_dropped_without_a_repair_call(llm):
+    llm.plan_args = plan_args(subqueries=["reset password", "Reset  password ", "password email not received"])
+    outcome = _plan()
+    assert (outcome.status, outcome.calls) == ("ok", 1)
+    assert outcome.plan.subqueries == ["reset password", "password email not received"]
+    assert json.loads(outcome.raw_arguments)["subqueries"][1] == "Reset  password "  # the raw output is kept

@@ -65,14 +65,14 @@ def test_the_plans_searches_are_in_the_prompt_and_cited_without_a_tool_call(kb):
     turn = _answer(kb, Reply(content="Click Forgot password [1]. See also [2]. Not a source: [9]."))
 
     (request,) = kb.chat_requests()  # the model made no tool call: one answering request
-    call, tool = request["messages"][-2:]
-    assert call["role"] == "assistant" and call["tool_calls"][0]["function"]["name"] == "search_kb"
-    assert json.loads(call["tool_calls"][0]["function"]["arguments"]) == {"query": "; ".join(QUERIES)}
-    assert tool["role"] == "tool" and tool["tool_call_id"] == call["tool_calls"][0]["id"]
-    shown = {int(n): title.strip() for n, title in HEADER.findall(tool["content"])}
+    last = request["messages"][-1]
+    assert last["role"] == "user" and "in English" in last["content"] and "[1]" in last["content"]
+    shown = {int(n): title.strip() for n, title in HEADER.findall(last["content"])}
     assert 1 in shown and 2 in shown  # two articles came back, numbered from 1
-    # The fixed system text stays first, the turn's own parts last (prefix caching).
-    assert request["messages"][0]["role"] == "system" and request["messages"][-3]["role"] == "assistant"
+    # The fixed system text stays first; the customer's message, the plan, then the articles last.
+    roles = [m["role"] for m in request["messages"]]
+    assert roles == ["system", "user", "assistant", "user"]
+    assert request["messages"][1]["content"] == MESSAGE and request["messages"][2]["content"].startswith("## Analysis")
 
     answer = _answer_event(turn)
     assert [(s["number"], s["title"]) for s in answer["sources"]] == [(1, shown[1]), (2, shown[2])]
