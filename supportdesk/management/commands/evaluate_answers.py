@@ -37,13 +37,16 @@ class Command(BaseCommand):
         if not app.control.ping(timeout=2.0):
             raise CommandError("no Celery worker answers: run this against the services of a running ./sd run "
                                "(its DATABASE_URL and REDIS_URL)")
-        done = [0]
+        done: list[CaseResult] = []
 
         def progress(result: CaseResult) -> None:
-            done[0] += 1
+            done.append(result)
+            if opts["json"]:  # what is done survives an interrupted run
+                Path(opts["json"]).write_text(json.dumps({"results": [r.model_dump() for r in done]},
+                                                         ensure_ascii=False, indent=2), encoding="utf-8")
             if opts["verbosity"] > 0:
                 mark = "ok" if result.final_action == result.expected_action else "WRONG ACTION"
-                self.stderr.write(f"[{done[0]}/{len(cases)}] {result.language} {mark} {result.final_action or result.status}"
+                self.stderr.write(f"[{len(done)}/{len(cases)}] {result.language} {mark} {result.final_action or result.status}"
                                   f" cited={result.cited} facts={result.has_facts} done={result.done_s}s :: {result.text[:60]}")
 
         reports, results = answers_evaluate(cases, timeout=opts["timeout"], progress=progress)
