@@ -110,27 +110,31 @@ def plan_errors(raw: str) -> tuple[Plan | None, list[str]]:
         return None, [f"not valid JSON: {exc}"]
     if not isinstance(data, dict):
         return None, ["the arguments must be a JSON object"]
-    data = _subqueries_deduplicated(data)
+    data = _plan_normalised(data)
     try:
         return Plan.model_validate(data), []
     except ValidationError as exc:
         return None, [f"{'.'.join(str(p) for p in err['loc']) or 'plan'}: {err['msg']}" for err in exc.errors()]
 
 
-def _subqueries_deduplicated(data: dict[str, Any]) -> dict[str, Any]:
-    """A sub-query repeated (same words, any case or spacing) is dropped, not a reason to repair: a
-    small model repeats itself often, and a repair call costs it as much as the plan itself."""
+def _plan_normalised(data: dict[str, Any]) -> dict[str, Any]:
+    """Two slips of small models are mended, not sent back for repair (a repair call costs a CPU model
+    as much as the plan itself): a repeated sub-query (same words, any case or spacing) is dropped, and
+    a clarification question written beside an action other than ``clarify`` is left out (the action decides)."""
+    data = dict(data)
     queries = data.get("subqueries")
-    if not isinstance(queries, list):
-        return data
-    seen: set[str] = set()
-    kept = []
-    for query in queries:
-        key = " ".join(query.lower().split()) if isinstance(query, str) else repr(query)
-        if key not in seen:
-            seen.add(key)
-            kept.append(query)
-    return {**data, "subqueries": kept}
+    if isinstance(queries, list):
+        seen: set[str] = set()
+        kept = []
+        for query in queries:
+            key = " ".join(query.lower().split()) if isinstance(query, str) else repr(query)
+            if key not in seen:
+                seen.add(key)
+                kept.append(query)
+        data["subqueries"] = kept
+    if data.get("action") not in ("clarify", None) and isinstance(data.get("clarification_question"), str):
+        data["clarification_question"] = ""
+    return data
 
 
 def fallback_plan(*, text: str, language: str) -> Plan:

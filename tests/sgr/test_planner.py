@@ -149,3 +149,10 @@ def test_a_repeated_sub_query_is_dropped_without_a_repair_call(llm):
     assert (outcome.status, outcome.calls) == ("ok", 1)
     assert outcome.plan.subqueries == ["reset password", "password email not received"]
     assert json.loads(outcome.raw_arguments)["subqueries"][1] == "Reset  password "  # the raw output is kept
+
+
+def test_a_clarification_question_beside_another_action_is_left_out_without_a_repair_call(llm):
+    llm.plan_args = plan_args(action="normal", clarification_question="Which device do you use?")
+    outcome = _plan()
+    assert (outcome.status, outcome.calls) == ("ok", 1)
+    assert outcome.plan.action == "normal" and outcome.plan.clarification_question == ""
