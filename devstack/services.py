@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import os
 import pwd
 import signal
 import subprocess
-import urllib.request
 from pathlib import Path
 
 from devstack.processes import ProcessGroup, StackError, say, tcp_ready, wait_until
