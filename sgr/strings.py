@@ -44,6 +44,14 @@ BUILTIN_STRINGS: dict[str, dict[str, str]] = {
         "en": "I can't help with that request.",
         "ru": "Я не могу помочь с этим запросом.",
     },
+    "widget_assistant_starting": {
+        "en": "The assistant is starting. Messages you send now are answered as soon as it is ready.",
+        "ru": "Ассистент запускается. Сообщения, отправленные сейчас, получат ответ, как только он будет готов.",
+    },
+    "admin_assistant_starting": {
+        "en": "The assistant's model is starting ({detail}). Customer messages wait in the queue and are answered once it is up.",
+        "ru": "Модель ассистента запускается ({detail}). Сообщения клиентов ждут в очереди и получат ответ, когда она заработает.",
+    },
     "error_llm_unavailable": {
         "en": "The assistant is temporarily unavailable. Your message is saved; please try again shortly.",
         "ru": "Ассистент временно недоступен. Ваше сообщение сохранено, попробуйте чуть позже.",

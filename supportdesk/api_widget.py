@@ -16,6 +16,7 @@ from ninja.errors import HttpError
 from sgr.strings import BUILTIN_STRINGS, supported_language, ui_string
 from supportdesk.inspection import turn_debug
 from supportdesk.models import Turn
+from supportdesk.modelstate import model_state
 
 router = Router(tags=["widget"])
 
@@ -29,6 +30,8 @@ class WidgetConfigOut(Schema):
     language: str
     strings: dict[str, str]
     staff: bool
+    # "starting": the assistant's model is still loading; messages sent now are answered once it is up.
+    assistant: str = "ready"
 
 
 def is_staff(request: HttpRequest) -> bool:
@@ -39,7 +42,8 @@ def is_staff(request: HttpRequest) -> bool:
 @router.get("/config", response=WidgetConfigOut)
 def widget_config(request: HttpRequest, lang: str = "en") -> dict[str, Any]:
     language = supported_language(lang)
-    return {"language": language, "strings": {k: ui_string(k, language) for k in WIDGET_KEYS}, "staff": is_staff(request)}
+    return {"language": language, "strings": {k: ui_string(k, language) for k in WIDGET_KEYS}, "staff": is_staff(request),
+            "assistant": model_state().state}
 
 
 @router.get("/turns/{turn_id}/debug", response=dict[str, Any])

@@ -105,6 +105,9 @@ class Turn(models.Model):
     lease_owner = models.CharField(max_length=200, blank=True, default="")
     lease_until = models.DateTimeField(null=True, blank=True)
     recoveries = models.PositiveSmallIntegerField(default=0)
+    # When the turn's time budget (TURN_DEADLINE_SECONDS) starts: its creation, or later, the last time
+    # it waited for the local model to start (the wait is not the turn's to pay).
+    budget_from = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -32,7 +32,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
@@ -162,9 +162,21 @@ def turns_recover() -> list[int]:
     return handled
 
 
-def _out_of_chances(turn: Turn, now: object) -> bool:
-    late = turn.created_at + timedelta(seconds=settings.TURN_DEADLINE_SECONDS) < now  # type: ignore[operator]
+def _out_of_chances(turn: Turn, now: datetime) -> bool:
+    late = turn_budget_start(turn) + timedelta(seconds=settings.TURN_DEADLINE_SECONDS) < now
     return late or turn.recoveries >= settings.TURN_RECOVERY_MAX
+
+
+def turn_budget_start(turn: Turn) -> datetime:
+    """When the turn's time budget started: its creation, or its last wait for the model to start."""
+    return turn.budget_from or turn.created_at
+
+
+def turn_waits_for_model(*, turn_id: int) -> None:
+    """The turn's stage went back to the queue while the local model starts: its budget starts
+    again after the wait, and the sweeper sees it as looked after (not stranded)."""
+    now = timezone.now()
+    Turn.objects.filter(pk=turn_id, status__in=UNFINISHED).update(budget_from=now, updated_at=now)
 
 
 def _give_up(turn: Turn) -> None:

@@ -73,6 +73,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "supportdesk.modelstate.model_state_context",
             ],
         },
     },
@@ -305,6 +306,11 @@ MESSAGE_MAX_CHARS = env.int("MESSAGE_MAX_CHARS", default=4000)
 # --- Answer, widget and API -------------------------------------------------------------
 # Tool rounds (search_kb calls) the answering agent may make before it must answer.
 AGENT_MAX_ITERATIONS = env.int("AGENT_MAX_ITERATIONS", default=3)
+# Seconds between looks of a stage waiting for the local model to start (supportdesk/modelstate.py).
+MODEL_STARTING_POLL = env.float("MODEL_STARTING_POLL", default=3.0)
+# Search the plan's sub-queries before the answering model starts and put the numbered results
+# in its prompt (supportdesk/answer/prefetch.py); false: the model searches only with its tool.
+ANSWER_PREFETCH = env.bool("ANSWER_PREFETCH", default=True)
 # Streamed text arriving within this many ms of the last token event joins the next one (0: one event per chunk).
 ANSWER_TOKEN_BATCH_MS = env.float("ANSWER_TOKEN_BATCH_MS", default=150.0)
 # Retrieval relevance (0..1) at or above which the customer sees high / medium confidence.

@@ -20,7 +20,8 @@ from sgr.cache import content_generation_pinned
 from supportdesk.waiting import DATABASE_BUSY, stage_working
 from supportdesk.llm import LLMStreamInterrupted, calls_deadline
 from supportdesk.models import Turn
-from supportdesk.recovery import lease_owner_name, stage_lease
+from supportdesk.modelstate import model_gate
+from supportdesk.recovery import lease_owner_name, stage_lease, turn_budget_start
 from supportdesk.selectors import turn_get_for_stage
 from supportdesk.services import turn_fail
 from supportdesk.stages.answer import answer_stage_run
@@ -39,6 +40,7 @@ TRANSIENT_ERRORS = (
 
 
 def stage_execute(task: Task, turn_id: int, stage: str, run: Callable[..., None]) -> None:
+    model_gate(task, stage)  # the local model still starting: back to the queue, the turn waits
     try:
         with stage_working(), content_generation_pinned():  # templates and strings: one snapshot per stage
             stage_run_guarded(task, turn_id, stage, run)
@@ -69,7 +71,7 @@ def stage_run_guarded(task: Task, turn_id: int, stage: str, run: Callable[..., N
 
 def turn_deadline(turn: Turn) -> float:
     """When the turn's time budget ends (epoch seconds): every model call and retry fits in it."""
-    return turn.created_at.timestamp() + settings.TURN_DEADLINE_SECONDS
+    return turn_budget_start(turn).timestamp() + settings.TURN_DEADLINE_SECONDS
 
 
 def stage_run_leased(task: Task, turn: Turn, stage: str, run: Callable[..., None]) -> None:

@@ -45,6 +45,7 @@ class KbSource(BaseModel):
 
 class KbResult(BaseModel):
     query: str
+    queries: list[str] = Field(default_factory=list)  # a batched search's queries (``query`` joins them)
     context: str = ""
     sources: list[KbSource] = Field(default_factory=list)
     confidence: float | None = None  # best-hit relevance on retrieval's calibrated 0..1 scale
@@ -62,26 +63,30 @@ def kb_tool() -> dict[str, Any]:
     return dict(SEARCH_KB_TOOL)
 
 
-def kb_search(*, query: str, turn_id: int, language: str) -> KbResult:
-    """Search the knowledge base for one query of a turn; failures give an empty result."""
+def kb_search(*, query: str | list[str], turn_id: int, language: str) -> KbResult:
+    """Search the knowledge base for one query of a turn, or several in one batch (the plan's
+    sub-queries: merged, de-duplicated and numbered together); failures give an empty result."""
+    queries = [query] if isinstance(query, str) else list(query)
+    joined = "; ".join(queries)
     try:
         from retrieval.tool import search_kb
     except ImportError:
-        return KbResult(query=query, error="knowledge base not installed")
+        return KbResult(query=joined, queries=queries, error="knowledge base not installed")
     try:
-        result = search_kb(query, turn_id=turn_id, language=language)
+        result = search_kb(queries if len(queries) > 1 else queries[0], turn_id=turn_id, language=language)
     except DATABASE_BUSY:
         raise  # no connection to be had: the stage goes back to the queue (supportdesk.tasks)
     except Exception as exc:  # a broken index must not fail the turn: the model answers without it
         logger.exception("search_kb failed for turn %s", turn_id)
-        return KbResult(query=query, error=f"{type(exc).__name__}: {exc}")
+        return KbResult(query=joined, queries=queries, error=f"{type(exc).__name__}: {exc}")
     excerpts = {article.number: article.text for article in result.articles}
     sources = [
         KbSource(number=s.number, title=s.title, url=s.url or s.source, excerpt=excerpt_of(excerpts.get(s.number, "")))
         for s in result.sources
     ]
     return KbResult(
-        query=query,
+        query=joined,
+        queries=queries,
         context=result.context,
         sources=sources,
         confidence=result.confidence.top_score,

@@ -15,7 +15,9 @@ from sgr.strings import ui_string
 from supportdesk.answer.agent import AgentOutcome, agent_run
 from supportdesk.answer.batching import TokenBatcher
 from supportdesk.answer.final import FinalAnswer, final_answer_build
+from supportdesk.answer.kb import KbResult
 from supportdesk.answer.markdown import answer_html
+from supportdesk.answer.prefetch import plan_prefetch, prefetch_messages
 from supportdesk.events import turn_event_emit, turn_events_flush
 from supportdesk.llm import llm_client
 from supportdesk.models import Message, Turn, TurnEvent
@@ -66,14 +68,18 @@ def plan_injection(*, turn: Turn, record: PlanRecord | None) -> list[dict[str, A
     return [{"role": "assistant", "content": synthetic}] if synthetic else []
 
 
-def answer_messages(*, turn: Turn, record: PlanRecord | None) -> list[dict[str, Any]]:
-    """System prompt, history (synthetic messages and answers only), the message, this turn's plan."""
+def answer_messages(*, turn: Turn, record: PlanRecord | None, prefetched: KbResult | None = None
+                    ) -> list[dict[str, Any]]:
+    """System prompt, history (synthetic messages and answers only), the message, this turn's plan, and
+    the plan's searches when they were run first (``supportdesk.answer.prefetch``): fixed parts first,
+    the turn's own parts last, so the model server reuses the cached prefix."""
+    language_name = LANGUAGE_NAMES.get(turn.language, turn.language)
     return [
-        {"role": "system", "content": ANSWER_SYSTEM_PROMPT + " " + ANSWER_LANGUAGE_PROMPT.format(
-            name=LANGUAGE_NAMES.get(turn.language, turn.language))},
+        {"role": "system", "content": ANSWER_SYSTEM_PROMPT + " " + ANSWER_LANGUAGE_PROMPT.format(name=language_name)},
         *context_history(turn=turn),
         {"role": "user", "content": turn.user_message.text},
         *plan_injection(turn=turn, record=record),
+        *prefetch_messages(result=prefetched, language_name=language_name),
     ]
 
 
@@ -85,13 +91,16 @@ def answer_stage_run(*, turn: Turn) -> None:
         answer_restart_clear(turn=turn)
         tokens = TokenBatcher(lambda text: token_emit(turn=turn, text=text), settings.ANSWER_TOKEN_BATCH_MS)
         record = plan_record_get(turn_id=turn.pk)
+        prefetched = plan_prefetch(turn_id=turn.pk, language=language, record=record, message=turn.user_message.text)
         try:
             outcome = agent_run(
-                client=llm_client(), messages=answer_messages(turn=turn, record=record), turn_id=turn.pk,
-                language=language, on_token=tokens, synthetic=turn_synthetic(turn, record),
+                client=llm_client(), messages=answer_messages(turn=turn, record=record, prefetched=prefetched),
+                turn_id=turn.pk, language=language, on_token=tokens, synthetic=turn_synthetic(turn, record),
             )
         finally:
             tokens.flush()  # what reached us is shown, even from a stream that broke
+        if prefetched is not None:  # its [n] resolve like the agent's own searches'
+            outcome.searches.insert(0, prefetched)
         log.tokens = {"prompt": outcome.prompt_tokens, "completion": outcome.completion_tokens}
         # The stream was filtered; the stored text is checked again, whatever the model wrote (DT-004).
         final = final_answer_build(
@@ -107,7 +116,7 @@ def answer_stage_run(*, turn: Turn) -> None:
         # The injection-mode A/B measures; the answer is already saved whatever happens here.
         plan_record_answer_save(
             record=record, prompt_tokens=outcome.prompt_tokens or None,
-            searched_queries=[s.query for s in outcome.searches], answer_text=text,
+            searched_queries=[q for s in outcome.searches for q in (s.queries or [s.query])], answer_text=text,
         )
 
 

@@ -160,7 +160,7 @@ def test_staff_see_the_debug_view(page, live_server_url, llm, django_user_model)
     debug.wait_for(state="attached", timeout=60_000)
     debug.locator("summary").click()
     assert page.locator(".badge-spam").inner_text() == f"spam {llm.plan_args['spam_score']:.2f}"
-    assert page.locator(".badge-searches").inner_text() == "searches 0"
+    assert page.locator(".badge-searches").inner_text() == "searches 1"  # the plan's, run before the answer
     assert page.locator(".debug-analysis").inner_text().strip()
     assert json.loads(page.locator(".debug-plan").inner_text())["user_intent"] == llm.plan_args["user_intent"]
     assert json.loads(page.locator(".debug-guardian").inner_text())["level"] == "Safe"

@@ -8,8 +8,8 @@ import pytest
 
 from guard.verdict import Verdict
 from sgr.models import PromptTemplate
-from sgr.planner import PlanningContext, plan_request
-from sgr.schema import TOOL_NAME
+from sgr.planner import PlanningContext, plan_request, schema_guide
+from sgr.schema import TOOL_NAME, Plan
 from supportdesk.llm import llm_client
 from tests.llm_stub import Reply
 from tests.sgr.factories import plan_args
@@ -49,6 +49,9 @@ def test_json_schema_transport_asks_for_the_schema_as_response_format(llm, setti
     assert request["response_format"]["type"] == "json_schema"
     assert request["response_format"]["json_schema"]["name"] == TOOL_NAME
     assert "spam_score" in request["response_format"]["json_schema"]["schema"]["properties"]
+    # A response format is not shown to the model: the fields' reasoning steps are, first (a cached prefix).
+    system = request["messages"][0]["content"]
+    assert system.startswith(schema_guide()) and all(f"- {name} (" in system for name in Plan.model_fields)
     assert "tools" not in request and "tool_choice" not in request
     assert (outcome.status, outcome.transport, outcome.tool_choice) == ("ok", "json_schema", "")
     assert outcome.plan.topic == "billing"
@@ -138,3 +141,18 @@ def test_the_system_prompt_is_edited_in_the_database(llm):
     prompt.save()
     _plan()
     assert llm.chat_requests()[0]["messages"][0]["content"] == "Plan carefully. Guardian says Safe. Relevance unknown."
+
+
+def test_a_repeated_sub_query_is_dropped_without_a_repair_call(llm):
+    llm.plan_args = plan_args(subqueries=["reset password", "Reset  password ", "password email not received"])
+    outcome = _plan()
+    assert (outcome.status, outcome.calls) == ("ok", 1)
+    assert outcome.plan.subqueries == ["reset password", "password email not received"]
+    assert json.loads(outcome.raw_arguments)["subqueries"][1] == "Reset  password "  # the raw output is kept
+
+
+def test_a_clarification_question_beside_another_action_is_left_out_without_a_repair_call(llm):
+    llm.plan_args = plan_args(action="normal", clarification_question="Which device do you use?")
+    outcome = _plan()
+    assert (outcome.status, outcome.calls) == ("ok", 1)
+    assert outcome.plan.action == "normal" and outcome.plan.clarification_question == ""

@@ -19,6 +19,12 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("sgr_isolated")]
 __all__ = ["sgr_isolated"]
 
 
+@pytest.fixture(autouse=True)
+def _no_prefetch(settings):
+    """The agent loop on its own: the plan's searches run first are tested in test_answer_prefetch."""
+    settings.ANSWER_PREFETCH = False
+
+
 def _search(query: str) -> Reply:
     return Reply(tool_calls=[{"name": "search_kb", "arguments": json.dumps({"query": query})}])
 

@@ -99,7 +99,7 @@ def test_answer_prompt_tokens_and_plan_consistency_are_recorded(llm):
     record = PlanRecord.objects.get(turn=turn)
     assert record.answer_prompt_tokens and record.answer_prompt_tokens > 0
     assert record.plan_answer_rouge_l == pytest.approx(1.0)
-    assert record.subquery_coverage == 0.0  # nothing was searched
+    assert record.subquery_coverage == 1.0  # every sub-query was searched before the answer (prefetch)
     assert record.metadata["answer"]["prompt_tokens"] == record.answer_prompt_tokens
 
 

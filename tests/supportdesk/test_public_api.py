@@ -177,7 +177,9 @@ def test_rest_turn_ask_and_ask_structured_run_the_worker_pipeline(client, llm, c
                              content_type="application/json", headers={"X-API-Key": key}).json()
     assert structured["answer_text"] == "Here is how." and structured["final_action"] == "normal"
     assert structured["plan"]["user_intent"] == llm.plan_args["user_intent"]
-    assert [q["queries"] for q in structured["per_query_results"]] == [["password reset"]]
+    # The message and the plan's sub-queries were searched first (prefetch), then the agent's own search.
+    assert [q["queries"] for q in structured["per_query_results"]] == [["Reset?", *llm.plan_args["subqueries"]],
+                                                                      ["password reset"]]
     assert structured["diagnostics"]["answer"]["iterations"] == 1
     assert {"guard", "sgr", "answer"} <= set(structured["diagnostics"]["stages"])
     assert structured["diagnostics"]["planner"]["prompt_tokens"] > 0
@@ -185,7 +187,7 @@ def test_rest_turn_ask_and_ask_structured_run_the_worker_pipeline(client, llm, c
     # The staff debug view of the same turn.
     client.force_login(django_user_model.objects.create_user("staff", password="pw", is_staff=True))
     debug = client.get(f"/api/widget/turns/{structured['turn_id']}/debug").json()
-    assert debug["badges"]["searches"] == 1 and debug["badges"]["spam_score"] == llm.plan_args["spam_score"]
+    assert debug["badges"]["searches"] == 2 and debug["badges"]["spam_score"] == llm.plan_args["spam_score"]
     assert debug["analysis"] and "## Response" not in debug["analysis"]
     assert debug["guardian"]["level"] == "Safe"
 

@@ -188,3 +188,17 @@ def test_a_turn_ends_once_even_when_two_copies_of_its_stage_finish_it(no_enqueue
     assert turn.status == Turn.Status.DONE
     types = list(TurnEvent.objects.filter(turn=turn).values_list("type", flat=True))
     assert types.count("done") == 1 and "error" not in types
+
+
+def test_waiting_for_the_local_model_to_start_costs_a_turn_none_of_its_budget(no_enqueue, sent, settings):
+    from supportdesk.tasks import turn_deadline
+
+    settings.TURN_QUEUE_GRACE_SECONDS = 60
+    turn = _turn(Turn.Status.PLANNING)
+    Turn.objects.filter(pk=turn.pk).update(created_at=_ago(settings.TURN_DEADLINE_SECONDS + 30), updated_at=_ago(120))
+    recovery.turn_waits_for_model(turn_id=turn.pk)  # the stage went back to the queue: the model is starting
+    turn.refresh_from_db()
+    assert turn_deadline(turn) > time.time() + settings.TURN_DEADLINE_SECONDS - 5  # a whole budget again
+    assert recovery.turns_recover() == [] and sent == []  # looked after: neither failed nor sent again
+    turn.refresh_from_db()
+    assert turn.status == Turn.Status.PLANNING

@@ -66,6 +66,8 @@
     .thumbs button[aria-pressed=true] { background: var(--accent); color:#fff; }
     .thumbs textarea { font: inherit; width: 100%; }
     .error { color: var(--err); margin: 6px 0; }
+    .starting { font-size: 12px; color: var(--muted); background: var(--bubble); border-radius: 8px; padding: 6px 10px; margin: 6px 0; }
+    .starting[hidden] { display: none; }
     button:focus-visible, input:focus-visible, textarea:focus-visible, a:focus-visible { outline: 2px solid var(--accent); outline-offset: 2px; }
     form { display: flex; gap: 6px; padding: 10px; border-top: 1px solid var(--border); }
     form input { flex: 1; font: inherit; padding: 6px 8px; border: 1px solid var(--border); border-radius: 8px; background: var(--bg); color: var(--fg); }
@@ -109,6 +111,10 @@
   launcher.setAttribute("aria-controls", panel.id);
   launcher.setAttribute("aria-haspopup", "dialog");
   const greeting = el("div", "greeting");
+  // Shown while the assistant's model is still starting (the platform serves before it).
+  const starting = el("div", "starting");
+  starting.setAttribute("role", "status");
+  starting.hidden = true;
   const header = el("header");
   const title = el("span");
   const conn = el("span", "conn");
@@ -159,7 +165,20 @@
     input.setAttribute("aria-label", t("widget_placeholder"));
     send.textContent = t("widget_send");
     greeting.textContent = t("widget_greeting");
+    starting.textContent = t("widget_assistant_starting");
     setOpen(!panel.hidden, false);
+  }
+
+  // While the model starts, say so and look again every few seconds until it is up.
+  function assistantState(state) {
+    starting.hidden = state !== "starting";
+    if (state !== "starting") return;
+    setTimeout(async () => {
+      try {
+        const config = await api(`/api/widget/config?lang=${encodeURIComponent(language)}`);
+        assistantState(config.assistant);
+      } catch (e) { assistantState("starting"); }
+    }, 5000);
   }
 
   // --- safe HTML ----------------------------------------------------------------------
@@ -530,6 +549,8 @@
       labels();
       host.setAttribute("lang", language);
       log.prepend(greeting);
+      greeting.after(starting);
+      assistantState(config.assistant);
       await conversationEnsure();
     } catch (e) {
       labels();

@@ -1,0 +1,180 @@
+"""Answer evaluation on labelled questions (``manage.py evaluate_answers``).
+
+Each question runs as a full turn through the real pipeline (a new conversation,
+the Celery chain on the running workers: guardian, plan, prefetch, answer), one
+at a time so the timings are a single customer's. Per language it reports the
+share of turns with the right final action, of answers citing the expected
+article, of answers containing every expected key fact, and the time from the
+message to the plan line, to the first answer token and to done (p50 / p95).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+from guard.evaluation import percentile
+from sgr.records import plan_record_get
+from sgr.schema import Action
+from supportdesk.models import Turn, TurnEvent
+from supportdesk.pipeline import ask_submit, turn_wait_or_current
+
+
+class AnswerCase(BaseModel):
+    """One labelled question. ``expected_article`` is the knowledge-base file's stem (any language's copy
+    counts); a key fact matches when any of its ``|``-separated spellings is in the answer (case-insensitive)."""
+
+    text: str = Field(min_length=1)
+    language: str = "en"
+    expected_action: Action = "normal"
+    expected_article: str = ""
+    key_facts: list[str] = Field(default_factory=list)
+    kind: str = ""  # "kb", "spam", "ambiguous": for the reader, not scored
+
+
+class CaseResult(BaseModel):
+    text: str
+    language: str
+    expected_action: str
+    status: str
+    final_action: str = ""
+    cited: list[str] = Field(default_factory=list)  # stems of the cited articles
+    cites_expected: bool | None = None
+    facts_found: list[str] = Field(default_factory=list)
+    has_facts: bool | None = None
+    plan_s: float | None = None
+    first_token_s: float | None = None
+    done_s: float | None = None
+    answer: str = ""
+
+
+class LanguageReport(BaseModel):
+    language: str
+    turns: int
+    right_action: float
+    cites_expected: float | None
+    key_facts: float | None
+    answered: int  # turns expected to be answered (normal) that the scores above count
+    plan_p50: float | None
+    plan_p95: float | None
+    first_token_p50: float | None
+    first_token_p95: float | None
+    done_p50: float | None
+    done_p95: float | None
+    failed: int
+
+
+class AnswerFileError(ValueError):
+    """A line of the labelled file is not an :class:`AnswerCase`."""
+
+
+def cases_read(path: Path) -> list[AnswerCase]:
+    if not path.exists():
+        raise AnswerFileError(f"File not found: {path}")
+    cases: list[AnswerCase] = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            cases.append(AnswerCase.model_validate(json.loads(line)))
+        except (ValueError, ValidationError) as exc:
+            raise AnswerFileError(f"line {number}: {exc}") from exc
+    return cases
+
+
+def fact_present(fact: str, text: str) -> bool:
+    lowered = text.lower()
+    return any(spelling.strip().lower() in lowered for spelling in fact.split("|") if spelling.strip())
+
+
+def case_run(case: AnswerCase, *, timeout: float) -> CaseResult:
+    """Send the question as a customer would and wait (up to ``timeout`` s) for the turn to end."""
+    turn = ask_submit(text=case.text, language=case.language).turn
+    turn = turn_wait_or_current(turn_id=turn.pk, timeout=timeout)
+    return case_score(case, turn)
+
+
+def case_score(case: AnswerCase, turn: Turn) -> CaseResult:
+    record = plan_record_get(turn_id=turn.pk)
+    begun = turn.created_at
+    firsts: dict[str, Any] = {}
+    for kind, at in TurnEvent.objects.filter(turn=turn, type__in=("plan", "token", "done")).order_by("seq").values_list(
+            "type", "created_at"):
+        firsts.setdefault(kind, at)
+    answer_event = TurnEvent.objects.filter(turn=turn, type="answer").order_by("-seq").first()
+    sources = (answer_event.payload or {}).get("sources", []) if answer_event else []
+    cited = [Path(str(s.get("url") or s.get("title") or "")).stem for s in sources]
+    result = CaseResult(
+        text=case.text, language=case.language, expected_action=case.expected_action, status=turn.status,
+        final_action=record.final_action if record else "", cited=cited, answer=turn.answer_text,
+        plan_s=_seconds(begun, firsts.get("plan")), first_token_s=_seconds(begun, firsts.get("token")),
+        done_s=_seconds(begun, firsts.get("done")) if turn.is_finished else None,
+    )
+    if case.expected_action == "normal":
+        result.cites_expected = bool(case.expected_article) and case.expected_article in cited
+        result.facts_found = [fact for fact in case.key_facts if fact_present(fact, turn.answer_text)]
+        result.has_facts = len(result.facts_found) == len(case.key_facts)
+    return result
+
+
+def _seconds(begun: Any, at: Any) -> float | None:
+    return None if at is None else round((at - begun).total_seconds(), 2)
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    return percentile(values, q) if values else None
+
+
+def _share(flags: list[bool]) -> float | None:
+    return round(sum(flags) / len(flags), 3) if flags else None
+
+
+def language_report(language: str, results: list[CaseResult]) -> LanguageReport:
+    answered = [r for r in results if r.expected_action == "normal"]
+    plan = [r.plan_s for r in results if r.plan_s is not None]
+    first = [r.first_token_s for r in answered if r.first_token_s is not None]
+    done = [r.done_s for r in answered if r.done_s is not None]
+    return LanguageReport(
+        language=language, turns=len(results),
+        right_action=_share([r.final_action == r.expected_action for r in results]) or 0.0,
+        cites_expected=_share([bool(r.cites_expected) for r in answered]),
+        key_facts=_share([bool(r.has_facts) for r in answered]), answered=len(answered),
+        plan_p50=_percentile(plan, 50), plan_p95=_percentile(plan, 95),
+        first_token_p50=_percentile(first, 50), first_token_p95=_percentile(first, 95),
+        done_p50=_percentile(done, 50), done_p95=_percentile(done, 95),
+        failed=sum(r.status not in (Turn.Status.DONE, Turn.Status.BLOCKED, Turn.Status.CLARIFYING) for r in results),
+    )
+
+
+def answers_evaluate(cases: list[AnswerCase], *, timeout: float,
+                     progress: Callable[[CaseResult], None] | None = None) -> tuple[list[LanguageReport], list[CaseResult]]:
+    results: list[CaseResult] = []
+    for case in cases:
+        result = case_run(case, timeout=timeout)
+        results.append(result)
+        if progress is not None:
+            progress(result)
+    languages = list(dict.fromkeys(r.language for r in results))
+    return [language_report(lang, [r for r in results if r.language == lang]) for lang in languages], results
+
+
+def reports_format(reports: list[LanguageReport]) -> str:
+    def pct(value: float | None) -> str:
+        return "—" if value is None else f"{100 * value:.0f} %"
+
+    def sec(value: float | None) -> str:
+        return "—" if value is None else f"{value:.1f}"
+
+    lines = ["| language | turns | right action | cites expected article | key facts | plan line p50 / p95 s "
+             "| first token p50 / p95 s | done p50 / p95 s | failed |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in reports:
+        lines.append(f"| {r.language} | {r.turns} | {pct(r.right_action)} | {pct(r.cites_expected)} of {r.answered} "
+                     f"| {pct(r.key_facts)} | {sec(r.plan_p50)} / {sec(r.plan_p95)} "
+                     f"| {sec(r.first_token_p50)} / {sec(r.first_token_p95)} | {sec(r.done_p50)} / {sec(r.done_p95)} "
+                     f"| {r.failed} |")
+    return "\n".join(lines)

@@ -1,0 +1,127 @@
+"""The plan's searches run before the answering model: in its prompt, cited, traced; off restores the old prompt."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+
+from retrieval.ingestion import kb_ingest_paths
+from retrieval.models import QueryTrace
+from supportdesk.models import Turn, TurnEvent
+from supportdesk.stages.answer import answer_stage_run
+from supportdesk.stages.plan import plan_stage_run
+from tests.llm_stub import Reply, ScriptedLLM
+from tests.sgr.factories import plan_args, sgr_isolated, turn_make
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("sgr_isolated")]
+__all__ = ["sgr_isolated"]
+
+DOCS = {
+    "password.md": "# Password reset\n\nTo reset your password, click Forgot password on the sign-in page; "
+                   "the reset link is valid for 30 minutes.",
+    "email.md": "# Changing your email\n\nChange the account email under Profile, then confirm the new address.",
+    "delivery.md": "# Delivery\n\nStandard delivery takes three to five business days; express is next day.",
+}
+SUBQUERIES = ["reset password link", "change account email"]
+MESSAGE = "How do I reset my password and change my email?"
+QUERIES = [MESSAGE, *SUBQUERIES]  # the customer's own words first
+HEADER = re.compile(r"^\[(\d+)\] ([^\n—]+?)(?: —|$)", re.MULTILINE)
+
+
+@pytest.fixture
+def kb(llm: ScriptedLLM, settings: Any, tmp_path: Any) -> ScriptedLLM:
+    """Three articles, embedded by the scripted server's deterministic vectors (mechanics, not meaning)."""
+    settings.RETRIEVAL_EMBEDDER = "openai"
+    settings.RETRIEVAL_EMBEDDING_BASE_URL = llm.base_url
+    settings.RETRIEVAL_EMBEDDING_MODEL = "stub-embed"
+    settings.RETRIEVAL_RERANK_URL = ""
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    for name, text in DOCS.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    kb_ingest_paths(paths=[str(folder)])
+    return llm
+
+
+def _answer(llm: ScriptedLLM, *replies: Reply) -> Turn:
+    llm.plan_args = plan_args(subqueries=SUBQUERIES)
+    turn = turn_make(text=MESSAGE)
+    plan_stage_run(turn=turn)
+    llm.requests.clear()
+    llm.push(*replies)
+    answer_stage_run(turn=Turn.objects.select_related("conversation", "user_message").get(pk=turn.pk))
+    return Turn.objects.get(pk=turn.pk)
+
+
+def _answer_event(turn: Turn) -> dict[str, Any]:
+    (event,) = TurnEvent.objects.filter(turn=turn, type="answer")
+    return event.payload
+
+
+def test_the_plans_searches_are_in_the_prompt_and_cited_without_a_tool_call(kb):
+    turn = _answer(kb, Reply(content="Click Forgot password [1]. See also [2]. Not a source: [9]."))
+
+    (request,) = kb.chat_requests()  # the model made no tool call: one answering request
+    last = request["messages"][-1]
+    assert last["role"] == "user" and "in English" in last["content"] and "[1]" in last["content"]
+    shown = {int(n): title.strip() for n, title in HEADER.findall(last["content"])}
+    assert 1 in shown and 2 in shown  # two articles came back, numbered from 1
+    # The fixed system text stays first; the customer's message, the plan, then the articles last.
+    roles = [m["role"] for m in request["messages"]]
+    assert roles == ["system", "user", "assistant", "user"]
+    assert request["messages"][1]["content"] == MESSAGE and request["messages"][2]["content"].startswith("## Analysis")
+
+    answer = _answer_event(turn)
+    assert [(s["number"], s["title"]) for s in answer["sources"]] == [(1, shown[1]), (2, shown[2])]
+    assert "[9]" not in answer["text"]
+    assert turn.answer_result["invalid_citations"] == [9]
+
+    (trace,) = QueryTrace.objects.filter(turn_id=turn.pk)
+    assert trace.queries == QUERIES
+    assert {row["number"] for row in trace.results if row["number"] is not None} >= {1, 2}
+    searches = turn.diagnostics["answer"]["searches"]
+    assert searches[0]["queries"] == QUERIES and searches[0]["trace_id"] == trace.pk
+    assert turn.plan_record.metadata["answer"]["searched_queries"] == QUERIES
+
+
+def test_the_sub_queries_are_embedded_in_one_call(kb):
+    _answer(kb, Reply(content="Done [1]."))
+    embeddings = [r.body for r in kb.requests if r.path.endswith("/embeddings")]
+    assert len(embeddings) == 1 and embeddings[0]["input"] == QUERIES
+
+
+def test_the_agent_may_still_search_and_its_articles_are_numbered_after_the_prefetched(kb, settings):
+    settings.RETRIEVAL_TOP_K = 2  # the plan's searches bring two of the three articles
+    search = Reply(tool_calls=[{"name": "search_kb", "arguments": json.dumps({"query": "delivery express"})}])
+    turn = _answer(kb, search, Reply(content="See [1] and [3]."))
+    first, second = kb.chat_requests()
+    prefetched = {int(n) for n, _ in HEADER.findall(first["messages"][-1]["content"])}
+    later = {int(n) for n, _ in HEADER.findall(second["messages"][-1]["content"])}
+    assert later and min(later) > max(prefetched)  # [n] stay unambiguous within the turn
+    assert QueryTrace.objects.filter(turn_id=turn.pk).count() == 2
+    assert [s["number"] for s in _answer_event(turn)["sources"]] == [n for n in (1, 3) if n in prefetched | later]
+
+
+def test_prefetch_off_restores_the_prompt_without_searches(kb, settings):
+    settings.ANSWER_PREFETCH = False
+    turn = _answer(kb, Reply(content="Click Forgot password [1]."))
+    (request,) = kb.chat_requests()
+    assert [m["role"] for m in request["messages"]] == ["system", "user", "assistant"]
+    assert not QueryTrace.objects.filter(turn_id=turn.pk).exists()
+    answer = _answer_event(turn)
+    assert answer["sources"] == [] and turn.answer_result["invalid_citations"] == [1]
+    assert turn.diagnostics["answer"]["searches"] == []
+
+
+def test_nothing_found_adds_nothing_to_the_prompt_but_is_traced(llm, settings):
+    settings.RETRIEVAL_EMBEDDER = "openai"
+    settings.RETRIEVAL_EMBEDDING_BASE_URL = llm.base_url
+    settings.RETRIEVAL_EMBEDDING_MODEL = "stub-embed"
+    turn = _answer(llm, Reply(content="The knowledge base does not say."))
+    (request,) = llm.chat_requests()
+    assert [m["role"] for m in request["messages"]] == ["system", "user", "assistant"]
+    (trace,) = QueryTrace.objects.filter(turn_id=turn.pk)
+    assert trace.queries == QUERIES and trace.results == []

@@ -1,0 +1,83 @@
+"""``manage.py evaluate_answers``: full turns through the worker, scored per language."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from retrieval.ingestion import kb_ingest_paths
+from supportdesk.answer_evaluation import AnswerCase, cases_read, fact_present
+from tests.sgr.factories import sgr_isolated
+
+__all__ = ["sgr_isolated"]
+
+DOCS = {
+    "widget.md": "# Using the chat widget\n\nClick the chat bubble in the corner of the page to open a conversation.",
+    "delivery.md": "# Delivery\n\nStandard delivery takes three to five business days; express delivery is next day.",
+}
+CASES = [
+    {"text": "How do I open a conversation in the chat widget?", "language": "en", "expected_action": "normal",
+     "expected_article": "widget", "key_facts": ["bubble|button"]},
+    {"text": "How long does standard delivery take?", "language": "en", "expected_action": "normal",
+     "expected_article": "delivery", "key_facts": ["three to five|3-5", "express"]},
+]
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("sgr_isolated")
+def test_turns_run_through_the_worker_and_are_scored(llm, celery_worker, tmp_path):
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    for name, text in DOCS.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    kb_ingest_paths(paths=[str(folder)])
+    llm.answer_text = "Click the chat bubble, or wait three to five days [1]."
+    labelled = tmp_path / "answers.jsonl"
+    labelled.write_text("\n".join(json.dumps(c) for c in CASES), encoding="utf-8")
+    out, report = io.StringIO(), tmp_path / "report.json"
+    call_command("evaluate_answers", file=str(labelled), json=report, stdout=out, stderr=io.StringIO())
+
+    data = json.loads(report.read_text())
+    (en,) = data["reports"]
+    assert (en["language"], en["turns"], en["answered"], en["failed"]) == ("en", 2, 2, 0)
+    assert en["right_action"] == 1.0
+    # Both answers cite [1], the best match of their own question: the expected article each time.
+    assert [r["cited"] for r in data["results"]] == [["widget"], ["delivery"]]
+    assert en["cites_expected"] == 1.0
+    # The first has its one fact; the second lacks "express".
+    assert [r["has_facts"] for r in data["results"]] == [True, False] and en["key_facts"] == 0.5
+    for result in data["results"]:
+        assert 0 < result["plan_s"] <= result["first_token_s"] <= result["done_s"]
+    assert en["done_p50"] is not None and "| en | 2 | 100 % | 100 % of 2 | 50 % |" in out.getvalue()
+
+
+def test_key_facts_and_a_bad_file(tmp_path):
+    assert fact_present("three to five|3-5", "Delivery takes 3-5 days")
+    assert not fact_present("express", "Standard delivery only")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "ok"}\n{"text": "x", "expected_action": "shout"}\n', encoding="utf-8")
+    with pytest.raises(CommandError, match="line 2"):
+        call_command("evaluate_answers", file=str(bad), stdout=io.StringIO(), stderr=io.StringIO())
+
+
+def test_the_shipped_labelled_set_is_large_enough_and_over_the_demo_kb():
+    root = Path(__file__).resolve().parents[2]
+    cases = cases_read(root / "scripts" / "data" / "answers.jsonl")
+    kb = {(path.parent.name, path.stem) for path in (root / "retrieval" / "demo_kb").glob("*/*.md")}
+
+    def count(language: str, kind: str) -> int:
+        return sum(1 for c in cases if c.language == language and c.kind == kind)
+
+    assert count("en", "kb") >= 30 and count("ru", "kb") >= 20
+    assert sum(c.kind == "spam" for c in cases) >= 10 and sum(c.kind == "ambiguous" for c in cases) >= 5
+    for case in cases:
+        assert isinstance(case, AnswerCase)
+        if case.kind == "kb":
+            assert (case.language, case.expected_article) in kb and case.key_facts
+        else:
+            assert case.expected_action == ("block" if case.kind == "spam" else "clarify")
