@@ -139,9 +139,12 @@ class IngestReport(BaseModel):
 
 
 class EvalScores(BaseModel):
-    mode: SearchMode
+    mode: str  # a SearchMode, or ``hybrid+rerank``
+    setting: str = ""  # the questions' group; empty: all questions
     questions: int
     recall_at_1: float
     recall_at_5: float
     recall_at_10: float
     mrr: float
+    p50_ms: float = 0.0  # search latency (query embedded beforehand)
+    p95_ms: float = 0.0
