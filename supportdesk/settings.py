@@ -256,7 +256,14 @@ RETRIEVAL_EMBEDDING_DIMENSIONS = env.int("RETRIEVAL_EMBEDDING_DIMENSIONS", defau
 RETRIEVAL_EMBEDDING_QUERY_PREFIX = env.str("RETRIEVAL_EMBEDDING_QUERY_PREFIX", default="")
 RETRIEVAL_EMBEDDING_PASSAGE_PREFIX = env.str("RETRIEVAL_EMBEDDING_PASSAGE_PREFIX", default="")
 RETRIEVAL_EMBED_BATCH = env.int("RETRIEVAL_EMBED_BATCH", default=32)
+# The local embedder's OpenMP threads and wait policy, read once when the engine loads.
+# Measured on 2 shared cores (docs/benchmarks.md): one thread that sleeps when idle.
+RETRIEVAL_EMBED_THREADS = env.int("RETRIEVAL_EMBED_THREADS", default=1)
+RETRIEVAL_EMBED_OMP_WAIT_POLICY = env.str("RETRIEVAL_EMBED_OMP_WAIT_POLICY", default="passive")
 RETRIEVAL_CHUNK_TOKENS = env.int("RETRIEVAL_CHUNK_TOKENS", default=200)
+# A zip uploaded in the admin: at most this many documents and uncompressed bytes.
+RETRIEVAL_ZIP_MAX_FILES = env.int("RETRIEVAL_ZIP_MAX_FILES", default=20000)
+RETRIEVAL_ZIP_MAX_BYTES = env.int("RETRIEVAL_ZIP_MAX_BYTES", default=512 * 2**20)
 RETRIEVAL_CHUNK_OVERLAP = env.int("RETRIEVAL_CHUNK_OVERLAP", default=30)
 RETRIEVAL_TOP_K = env.int("RETRIEVAL_TOP_K", default=5)
 # Candidates each retriever contributes to the fusion.
