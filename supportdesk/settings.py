@@ -273,6 +273,14 @@ RETRIEVAL_TEXT_CANDIDATES_PER_TERM = env.int("RETRIEVAL_TEXT_CANDIDATES_PER_TERM
 # A term in more chunks than this (per Postgres statistics) brings no full-text candidates.
 RETRIEVAL_TEXT_MAX_TERM_ROWS = env.int("RETRIEVAL_TEXT_MAX_TERM_ROWS", default=3000)
 RETRIEVAL_HNSW_EF_SEARCH = env.int("RETRIEVAL_HNSW_EF_SEARCH", default=200)
+# How the hybrid fuses its two retrievers: `score` (relative score fusion, weighted by
+# RETRIEVAL_TEXT_WEIGHT) or `rrf` (reciprocal rank fusion with RETRIEVAL_RRF_K).
+RETRIEVAL_FUSION = env.str("RETRIEVAL_FUSION", default="score")
+RETRIEVAL_TEXT_WEIGHT = env.float("RETRIEVAL_TEXT_WEIGHT", default=0.5)
+if RETRIEVAL_FUSION not in ("score", "rrf"):
+    raise ImproperlyConfigured(f"RETRIEVAL_FUSION must be one of score, rrf, not {RETRIEVAL_FUSION!r}")
+if not 0.0 <= RETRIEVAL_TEXT_WEIGHT <= 1.0:
+    raise ImproperlyConfigured(f"RETRIEVAL_TEXT_WEIGHT must be between 0 and 1, not {RETRIEVAL_TEXT_WEIGHT}")
 RETRIEVAL_RRF_K = env.int("RETRIEVAL_RRF_K", default=60)
 # Optional reranker: a vLLM/Infinity-style POST /rerank endpoint; empty = off.
 RETRIEVAL_RERANK_URL = env.str("RETRIEVAL_RERANK_URL", default="")
