@@ -12,7 +12,9 @@ product's own bulk path (``kb_ingest_paths``, as ``manage.py ingest_kb``), and p
 - per language setting, side by side on the same index: full text alone (Postgres,
   the BM25 baseline), vectors alone, the product's hybrid, and the hybrid with the
   reranker when ``RETRIEVAL_RERANK_URL`` is set: Recall@1/5/10 and MRR at the
-  document level, with search latency p50/p95 (each question embedded once, before).
+  document level, with search latency p50/p95 (each question embedded once, before);
+- the confidence calibration of ``manage.py calibrate_confidence`` on the same index
+  (the 600 questions in scope, the shipped off-topic and spam set against them).
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ django.setup()
 from django.conf import settings  # noqa: E402
 from django.db import connection  # noqa: E402
 
+from retrieval.calibration import (  # noqa: E402
+    OFF_TOPIC_DEFAULT, best_cosines, calibration_lines, confidence_calibrate, off_topic_load)
 from retrieval.embedders import embedder_get  # noqa: E402
 from retrieval.evaluation import eval_questions_load, retrieval_evaluate  # noqa: E402
 from retrieval.ingestion import kb_ingest_paths  # noqa: E402
@@ -47,10 +51,13 @@ TABLES = ("retrieval_document", "retrieval_chunk")
 
 def index_save(path: Path) -> None:
     """The ingested documents and chunks (vectors included) as COPY data, to skip embedding on the next run."""
-    with connection.cursor() as cursor, path.open("wb") as out:
+    parts = []
+    with connection.cursor() as cursor:
         for table in TABLES:
-            data = b"".join(cursor.copy(f"COPY {table} TO STDOUT"))
-            out.write(len(data).to_bytes(8, "big") + data)
+            with cursor.copy(f"COPY {table} TO STDOUT") as copy:
+                data = b"".join(bytes(block) for block in copy)
+            parts.append(len(data).to_bytes(8, "big") + data)
+    path.write_bytes(b"".join(parts))
 
 
 def index_load(path: Path) -> None:
@@ -106,6 +113,13 @@ def main() -> None:
     scores = retrieval_evaluate(questions, on_progress=progress)
     print(f"{len(questions)} questions; document-level recall; latency = search only")
     for line in scores_table(scores):
+        print(line)
+    # The confidence calibration on the same index: every question in scope, the shipped off-topic set.
+    print("\nconfidence calibration (manage.py calibrate_confidence):")
+    off_topic = off_topic_load(OFF_TOPIC_DEFAULT)
+    report = confidence_calibrate(best_cosines([q.question for q in questions]), best_cosines(off_topic),
+                                  embedder_name=embedder.name)
+    for line in calibration_lines(report, max_off_topic=0.05, min_in_scope=0.95):
         print(line)
 
 
