@@ -120,8 +120,8 @@ def documents_ingest(items: Sequence[IngestSource], *, embedder: Embedder | None
     """Ingest many files, embedding their chunks together in batches of ``RETRIEVAL_EMBED_BATCH``.
 
     First every file is read, hashed and (unless unchanged) parsed and chunked;
-    then the chunks of consecutive files are embedded in full batches (the local
-    engine is several times faster on a batch than on one or two chunks), and each
+    then the chunks of consecutive files are embedded in full batches (one request
+    per batch to an endpoint; the local engine spreads a batch over its threads), and each
     file is committed in its own transaction as soon as its last chunk has a
     vector. So an interrupted run keeps every file committed so far, and running it
     again skips those by hash and goes on with the rest. A file that cannot be read
@@ -198,28 +198,38 @@ def _commit(item: _Prepared, embedder_name: str) -> IngestOutcome:
                          document_id=document.pk, chunks=len(item.drafts))
 
 
-def _documents_known(sources: list[str]) -> dict[str, tuple[str, str, str]]:
-    """(content hash, embedder, status) of the documents already stored for ``sources``."""
-    known: dict[str, tuple[str, str, str]] = {}
+@dataclass(frozen=True)
+class _Known:
+    """What is stored for a source: enough to tell an unchanged file without another query."""
+
+    document_id: int
+    content_hash: str
+    embedder: str
+    status: str
+    chunk_count: int
+
+
+def _documents_known(sources: list[str]) -> dict[str, _Known]:
+    """The documents already stored for ``sources``, by source (one query per thousand)."""
+    known: dict[str, _Known] = {}
     for start in range(0, len(sources), 1000):
         rows = Document.objects.filter(source__in=sources[start:start + 1000]).values_list(
-            "source", "content_hash", "embedder", "status")
-        known.update({source: (digest, name, status) for source, digest, name, status in rows})
+            "source", "id", "content_hash", "embedder", "status", "chunk_count")
+        known.update({row[0]: _Known(*row[1:]) for row in rows})
     return known
 
 
-def _prepare(index: int, item: IngestSource, known: tuple[str, str, str] | None,
-             embedder_name: str) -> _Prepared | IngestOutcome:
+def _prepare(index: int, item: IngestSource, known: _Known | None, embedder_name: str) -> _Prepared | IngestOutcome:
     """Read, hash, parse and chunk one file; an unchanged or broken file ends here with its outcome."""
     try:
         content = item.read()
     except OSError as exc:
         return IngestOutcome(source=item.source, status="failed", error=f"cannot read: {exc.strerror or exc}")
     digest = content_hash(content)
-    if known == (digest, embedder_name, Document.Status.READY):
-        document = Document.objects.only("id", "chunk_count").get(source=item.source)
-        return IngestOutcome(source=item.source, status="unchanged", document_id=document.pk,
-                             chunks=document.chunk_count)
+    if (known is not None and known.content_hash == digest and known.embedder == embedder_name
+            and known.status == Document.Status.READY):
+        return IngestOutcome(source=item.source, status="unchanged", document_id=known.document_id,
+                             chunks=known.chunk_count)
     try:
         parsed = document_parse(filename=item.filename, content=content)
         drafts = chunks_from_sections(parsed.sections, max_tokens=settings.RETRIEVAL_CHUNK_TOKENS,
