@@ -137,8 +137,12 @@ def _term_statistics() -> TermStatistics:
 HEADING_BONUS = 0.5
 
 
-def _text_ranking(query: str, ts_config: str, n: int, filters: SearchFilters | None) -> list[tuple[int, float]]:
+def _text_ranking(query: str, ts_config: str, n: int, filters: SearchFilters | None, *, vector: str | None = None,
+                  cosines: dict[int, tuple[float, str]] | None = None) -> list[tuple[int, float]]:
     """Chunk ids and lexical scores, best first, from chunks in ``ts_config`` only.
+
+    With ``vector`` and ``cosines``, ``cosines`` is filled with each returned chunk's
+    (cosine with the query vector, text-search configuration), in the same round trip.
 
     The score is BM25's term weighting without its length part: the sum, over the
     query's lexemes a chunk holds, of ``idf = ln(1 + (N - df + 0.5) / (df + 0.5))``
@@ -201,13 +205,17 @@ def _text_ranking(query: str, ts_config: str, n: int, filters: SearchFilters | N
         for lexeme, weight in zip(lexemes, weights, strict=True):
             literal = _tsquery_literal(lexeme)
             score_params += [literal, weight, literal + ":A", weight * HEADING_BONUS]
+        cosine = "1 - (c.embedding <=> %s::vector)" if vector is not None else "NULL"
         cursor.execute(
-            f"SELECT c.id, {score} AS score FROM retrieval_chunk c "
+            f"SELECT c.id, {score} AS score, {cosine}, c.ts_config FROM retrieval_chunk c "
             "WHERE c.id = ANY(%s) AND c.search_vector @@ %s::tsquery "
             "ORDER BY score DESC, ts_rank_cd(c.search_vector, %s::tsquery, 1) DESC, c.id LIMIT %s",
-            [*score_params, list(ids), tsquery, tsquery, n],
+            [*score_params, *([vector] if vector is not None else []), list(ids), tsquery, tsquery, n],
         )
-        return [(row[0], round(float(row[1]), 6)) for row in cursor.fetchall()]
+        rows = cursor.fetchall()
+    if cosines is not None:
+        cosines.update({row[0]: (float(row[2]), row[3]) for row in rows if row[2] is not None})
+    return [(row[0], round(float(row[1]), 6)) for row in rows]
 
 
 # Configurations that stem a Latin-script word the same way (russian hands them to english_stem).
@@ -278,7 +286,10 @@ def chunk_search_hybrid(query: str, k: int = 10, filters: SearchFilters | None =
             query_vector = embedder_get().embed_queries([query])[0]
         vector = vector_literal(query_vector)
     vector_ranked = _vector_ranking(vector, n, filters) if vector is not None else []
-    text_ranked = _text_ranking(query, ts_config, n, filters) if mode != "vector" else []
+    # The cosines of the chunks full text finds come with them (score fusion judges every candidate on both).
+    looked_up: dict[int, tuple[float, str]] = {}
+    text_ranked = (_text_ranking(query, ts_config, n, filters, vector=vector, cosines=looked_up)
+                   if mode != "vector" else [])
 
     # Fuse on ids and scores only; just the chunks that survive are loaded.
     scores: dict[int, dict[str, float | int]] = {}
@@ -289,7 +300,7 @@ def chunk_search_hybrid(query: str, k: int = 10, filters: SearchFilters | None =
     if mode == "hybrid" and settings.RETRIEVAL_FUSION == "rrf":
         fused = _rrf(vector_ranked, text_ranked, ts_config)
     elif mode == "hybrid":
-        fused = _relative_score_fusion(vector_ranked, text_ranked, ts_config, vector, scores)
+        fused = _relative_score_fusion(vector_ranked, text_ranked, ts_config, looked_up, scores)
     else:  # one retriever: its own order
         fused = {cid: 1.0 / (settings.RETRIEVAL_RRF_K + rank) for rank, cid in
                  enumerate([row[0] for row in vector_ranked] + [row[0] for row in text_ranked], start=1)}
@@ -327,13 +338,13 @@ def _rrf(vector_ranked: list[tuple[int, float, str]], text_ranked: list[tuple[in
 
 
 def _relative_score_fusion(vector_ranked: list[tuple[int, float, str]], text_ranked: list[tuple[int, float]],
-                           ts_config: str, vector: str | None,
+                           ts_config: str, text_cosines: dict[int, tuple[float, str]],
                            scores: dict[int, dict[str, float | int]]) -> dict[int, float]:
     """``(1 - w) * dense + w * lexical``, each score scaled to 0..1 over its own candidates (the default).
 
     ``w`` is ``RETRIEVAL_TEXT_WEIGHT``. Dense: the cosine, min-max scaled over the
-    dense candidates; a chunk only full text found gets its cosine looked up, so both
-    retrievers judge every candidate. Lexical: the score over the best one's; 0 when
+    dense candidates; a chunk only full text found has its cosine from ``text_cosines``
+    (looked up with the full-text ranking), so both retrievers judge every candidate. Lexical: the score over the best one's; 0 when
     full text did not find the chunk. Unlike rank fusion it sees margins: a passage
     far ahead on meaning is not overtaken by one that shares an incidental word with
     the question ("days", "send") and is a place behind (measured on the support
@@ -343,11 +354,10 @@ def _relative_score_fusion(vector_ranked: list[tuple[int, float, str]], text_ran
     and on every chunk when it found nothing at all: then the dense score stands alone.
     """
     weight = settings.RETRIEVAL_TEXT_WEIGHT
-    missing = [cid for cid, _ in text_ranked if "vector_score" not in scores[cid]]
-    looked_up = _cosines(missing, vector) if vector is not None else {}
-    configs = {cid: config for cid, _, config in vector_ranked} | {cid: c for cid, (_, c) in looked_up.items()}
-    for cid, (cosine, _) in looked_up.items():
-        scores[cid]["vector_score"] = cosine
+    configs = {cid: config for cid, (_, config) in text_cosines.items()} | {
+        cid: config for cid, _, config in vector_ranked}
+    for cid, (cosine, _) in text_cosines.items():
+        scores[cid].setdefault("vector_score", cosine)
     cosines = [cosine for _, cosine, _ in vector_ranked]
     low, high = (min(cosines), max(cosines)) if cosines else (0.0, 1.0)
     text_scores = {cid: score for cid, score in text_ranked if score > 0}
@@ -367,16 +377,6 @@ def _lexical_abstains(chunk_id: int, chunk_config: str, ts_config: str, text_sco
     """Full text has no say on a chunk when it found nothing at all, or the chunk is in another
     language and shares no (Latin-script) word with the query: it could not have matched it."""
     return not text_scores or (chunk_config != ts_config and chunk_id not in text_scores)
-
-
-def _cosines(ids: list[int], vector: str) -> dict[int, tuple[float, str]]:
-    """(cosine, text-search config) of the chunks ``ids`` against the query vector."""
-    if not ids:
-        return {}
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT c.id, 1 - (c.embedding <=> %s::vector), c.ts_config FROM retrieval_chunk c "
-                       "WHERE c.id = ANY(%s) AND c.embedding IS NOT NULL", [vector, ids])
-        return {row[0]: (float(row[1]), row[2]) for row in cursor.fetchall()}
 
 
 def _tied_ranks(ranked: list[tuple[int, float]]) -> list[tuple[int, float, int]]:
