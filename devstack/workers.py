@@ -36,7 +36,7 @@ def worker_specs(env: dict[str, str] | None = None) -> list[WorkerSpec]:
     Defaults: one stage worker per core (a Python process runs on one core at a time),
     each a threads pool of 100, and one prefork ingest worker.
     """
-    env = os.environ if env is None else env
+    env = dict(os.environ) if env is None else env
     processes = int(env.get("SD_WORKER_PROCESSES", str(os.cpu_count() or 1)))
     return [
         *(

@@ -23,7 +23,7 @@ from guard.decision import enforcement_decide, level_max
 from guard.errors import GuardProviderError
 from guard.providers import provider_get
 from guard.retry import RetriesExhausted, call_with_retries
-from guard.verdict import Assessment, Kind, ProviderStep, Verdict
+from guard.verdict import Assessment, Kind, ProviderStep, Status, Verdict
 
 logger = logging.getLogger(__name__)
 
@@ -154,6 +154,7 @@ def _verdict(
     counted = [s for s in answered if not s.deferred]
     level = level_max([s.level for s in counted])
     decision = enforcement_decide(level=level, mode=config.mode, block_level=config.block_level)
+    status: Status
     if failure is None or decision == "blocked":
         status = decision
     else:

@@ -17,6 +17,7 @@ from functools import lru_cache
 from typing import Protocol
 
 import numpy as np
+from openai import omit
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
@@ -117,9 +118,8 @@ class OpenAIEmbedder:
     def _embed(self, texts: list[str]) -> np.ndarray:
         rows: list[list[float]] = []
         for start in range(0, len(texts), self._batch_size):
-            extra = {"dimensions": self._dimensions} if self._dimensions else {}
             response = self._client.embeddings.create(model=self._model, input=texts[start:start + self._batch_size],
-                                                      **extra)
+                                                      dimensions=self._dimensions or omit)
             rows.extend(item.embedding for item in sorted(response.data, key=lambda item: item.index))
         if not rows:
             return np.zeros((0, self._dim or 0), dtype=np.float32)

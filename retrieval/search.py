@@ -22,6 +22,7 @@ import logging
 import math
 import re
 import time
+from typing import Any
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -41,11 +42,11 @@ def vector_literal(vector: Sequence[float] | np.ndarray) -> str:
     return "[" + ",".join(f"{float(x):.7g}" for x in vector) + "]"
 
 
-def _filter_sql(filters: SearchFilters | None) -> tuple[str, list[object]]:
+def _filter_sql(filters: SearchFilters | None) -> tuple[str, list[Any]]:
     if filters is None:
         return "", []
     clauses: list[str] = []
-    params: list[object] = []
+    params: list[Any] = []
     if filters.document_ids is not None:
         clauses.append("c.document_id = ANY(%s)")
         params.append(list(filters.document_ids))
@@ -74,7 +75,7 @@ def _vector_ranking(vector: str, n: int, filters: SearchFilters | None) -> list[
     """
     where, params = _filter_sql(filters)
     settings_sql = ["SELECT set_config('hnsw.ef_search', %s, true)"]
-    settings_params: list[object] = [str(max(settings.RETRIEVAL_HNSW_EF_SEARCH, n))]
+    settings_params: list[Any] = [str(max(settings.RETRIEVAL_HNSW_EF_SEARCH, n))]
     if where:  # filtered: keep scanning the graph until enough rows pass the filter
         settings_sql.append("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
     with connection.cursor() as cursor:
@@ -183,7 +184,7 @@ def _text_ranking(query: str, ts_config: str, n: int, filters: SearchFilters | N
             f"{where} LIMIT %s)"
             for t, _ in searched
         )
-        candidate_params: list[object] = []
+        candidate_params: list[Any] = []
         for _, lexeme in searched:
             candidate_params += [_configs_for(lexeme, ts_config), _tsquery_literal(lexeme), *params, per_term]
         cursor.execute(candidates, candidate_params)
@@ -201,7 +202,7 @@ def _text_ranking(query: str, ts_config: str, n: int, filters: SearchFilters | N
         score = " + ".join(
             "(CASE WHEN c.search_vector @@ %s::tsquery THEN %s ELSE 0 END)"
             " + (CASE WHEN c.search_vector @@ %s::tsquery THEN %s ELSE 0 END)" for _ in lexemes)
-        score_params: list[object] = []
+        score_params: list[Any] = []
         for lexeme, weight in zip(lexemes, weights, strict=True):
             literal = _tsquery_literal(lexeme)
             score_params += [literal, weight, literal + ":A", weight * HEADING_BONUS]
@@ -407,7 +408,7 @@ def _reranked(query: str, hits: list[ChunkHit]) -> list[ChunkHit]:
     for hit, score in zip(candidates, scores, strict=True):
         hit.rerank_score = score
     # Scores may be logits: 0.0 and negatives are real scores (``or`` would sink a 0.0 to the bottom).
-    return sorted(candidates, key=lambda h: -h.rerank_score) + hits[len(candidates):]
+    return sorted(candidates, key=lambda h: -(h.rerank_score or 0.0)) + hits[len(candidates):]
 
 
 def articles_group(hits: list[ChunkHit], *, seen_document_ids: set[int] | None = None) -> list[Article]:

@@ -338,7 +338,7 @@ def burst(base: str, tag: str, count: int, stub: StubProcess, answer_text: str, 
     with ConnectionSampler() as sessions:
         for number in range(waves):
             before: dict[str, float] = {}
-            results += asyncio.run(wave(base, f"{tag}{number}", count, lambda: before.update(cpu_seconds(STACK))))
+            results += asyncio.run(wave(base, f"{tag}{number}", count, lambda: before.update(cpu_seconds(STACK))))  # noqa: B023 (runs in this wave)
             after = cpu_seconds(STACK)
             for name in STACK:
                 used[name] += after[name] - before[name]
@@ -379,7 +379,7 @@ def main() -> int:
     answer_text = " ".join(f"tok{i}" for i in range(args.answer_chunks))
     stub = StubProcess(answer_text, args.llm_plan_delay, args.llm_chunk_delay)
     procs, base = start_stack(stub, ROOT / ".data" / "bench" / "turns")
-    STACK.update({name: proc.pid for name, proc in zip([f"worker-{w.role}" for w in worker_specs()] + ["web"], procs)})
+    STACK.update({name: proc.pid for name, proc in zip([f"worker-{w.role}" for w in worker_specs()] + ["web"], procs, strict=True)})
     STACK.update({"llm-stub": stub.pid, "client": os.getpid(), "postgres+redis": os.getppid()})
     specs = worker_specs()
     stages = specs[0]

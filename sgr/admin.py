@@ -183,11 +183,11 @@ class UIStringAdmin(admin.ModelAdmin):
         if request.method == "POST":
             if not self.has_change_permission(request):
                 raise PermissionDenied
-            edits = {}
+            edits: dict[tuple[str, str], str] = {}
             for name, value in request.POST.items():
                 if name.startswith("s__"):
                     _, key, language = name.split("__", 2)
-                    edits[(key, language)] = value
+                    edits[(key, language)] = str(value)
             changed = ui_strings_save(edits=edits)
             messages.success(request, f"Saved {changed} UI string(s).")
             return HttpResponseRedirect(request.path)
@@ -224,7 +224,8 @@ class GuardianLevelFilter(_ChoicesFilter):
     values = ("Safe", "Controversial", "Unsafe", LEVEL_UNSCREENED)
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[PlanRecord]) -> QuerySet[PlanRecord]:
-        return queryset.filter(guardian_level_q(self.value())) if self.value() in self.values else queryset
+        value = self.value()
+        return queryset.filter(guardian_level_q(value)) if value is not None and value in self.values else queryset
 
 
 class GuardianStatusFilter(_ChoicesFilter):

@@ -89,7 +89,7 @@ def _traces(turn: models.Model) -> list[Trace]:
     for relation in turn._meta.related_objects:
         if relation.related_model._meta.app_label != TRACE_APP or relation.one_to_one:
             continue
-        accessor = relation.get_accessor_name()
+        accessor = relation.get_accessor_name() or relation.name
         for obj in getattr(turn, accessor).all().order_by("pk"):
             fields = [
                 (f.name, pretty(getattr(obj, f.attname)))

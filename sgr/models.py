@@ -83,7 +83,7 @@ class VersionedText(models.Model):
         _problems_raise(self.body, allowed=self.allowed_variables, sectioned=self.sectioned)
         changed = self.pk is None
         if self.pk is not None:
-            previous = type(self).objects.filter(pk=self.pk).values_list("body", "version").first()
+            previous = type(self)._default_manager.filter(pk=self.pk).values_list("body", "version").first()
             changed = previous is None or previous[0] != self.body
             if previous is not None and previous[0] != self.body:
                 self.version = previous[1] + 1

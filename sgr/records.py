@@ -156,5 +156,5 @@ def plan_metadata(record: PlanRecord) -> dict[str, Any]:
             "completion_tokens": record.completion_tokens,
         },
         "injection_mode": record.injection_mode,
-        "clarify_parent_turn": record.clarify_parent.turn_id if record.clarify_parent_id else None,
+        "clarify_parent_turn": record.clarify_parent.turn_id if record.clarify_parent is not None else None,
     }

@@ -132,9 +132,16 @@ def body_render(
     analysis = text_render(sections[ANALYSIS], values).strip()
     response = text_render(sections[RESPONSE], values).strip()
     synthetic = f"## {ANALYSIS}\n{analysis}\n\n## {RESPONSE}\n{response}"
-    intent = value_flatten(plan.user_intent) if plan else ""
-    ui = f"{ui_string('user_intent_prefix', language)} {intent}\n\n{response}" if intent else response
+    # The customer reads plain text: no heading can start there, so no markdown escape is shown.
+    shown = text_render(sections[RESPONSE], {name: value_unescape(value) for name, value in values.items()}).strip()
+    intent = " ".join(plan.user_intent.split()) if plan else ""
+    ui = f"{ui_string('user_intent_prefix', language)} {intent}\n\n{shown}" if intent else shown
     return RenderedOutputs(context_synthetic=synthetic, ui_response=ui, response=response)
+
+
+def value_unescape(value: str) -> str:
+    """A flattened value as written (``value_flatten`` escapes a leading ``#`` for the model's context)."""
+    return value[1:] if value.startswith("\\#") else value
 
 
 def guardian_block_render(*, verdict: Verdict, language: str) -> RenderedOutputs:

@@ -56,6 +56,14 @@ BUILTIN_STRINGS: dict[str, dict[str, str]] = {
         "en": "Something went wrong while answering. Your message is saved.",
         "ru": "При ответе произошла ошибка. Ваше сообщение сохранено.",
     },
+    "error_turn_timeout": {
+        "en": "Sorry, this took too long and the answer could not be finished. Your message is saved; please try again.",
+        "ru": "Извините, ответ занял слишком много времени и не был завершён. Ваше сообщение сохранено, попробуйте ещё раз.",
+    },
+    "status_recovering": {
+        "en": "Still working on your answer…",
+        "ru": "Продолжаем готовить ответ…",
+    },
     "error_message_empty": {"en": "The message is empty.", "ru": "Сообщение пустое."},
     "error_message_too_long": {
         "en": "The message is too long (at most {max} characters).",

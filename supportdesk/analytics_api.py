@@ -139,7 +139,7 @@ def plan_records_list(request: HttpRequest, limit: int = 50, offset: int = 0) ->
 
 @router.get("/export", summary="Export plan records (CSV or JSONL, streamed)", description=FILTERS_DOC)
 def plan_records_export(request: HttpRequest) -> StreamingHttpResponse:
-    export_format = request.GET.get("format", "csv")
+    export_format: Any = request.GET.get("format", "csv")  # one of FORMATS, checked next
     if export_format not in FORMATS:
         raise HttpError(422, ui_string("analytics_error_format", _language(), value=export_format))
     filters = filters_parse(request.GET)

@@ -71,7 +71,7 @@ class FeedbackIn(Schema):
 
 
 RATINGS = {"up": TurnFeedback.Rating.UP, "down": TurnFeedback.Rating.DOWN}
-RATING_NAMES = {value: name for name, value in RATINGS.items()}
+RATING_NAMES: dict[object, str] = {value: name for name, value in RATINGS.items()}
 
 
 class FeedbackOut(Schema):
@@ -88,9 +88,9 @@ def _authorized_conversation(request: HttpRequest, public_id: UUID) -> Conversat
     if not token:
         raise HttpError(401, f"Missing {TOKEN_HEADER} header.")
     conversation = conversation_get(public_id=public_id)
-    if conversation is None:
-        raise HttpError(404, "Unknown conversation.")
-    if not conversation.token_matches(token):
+    # One answer for an unknown id and a wrong token, as on the websocket (4403): the API never
+    # tells a caller which conversation ids exist.
+    if conversation is None or not conversation.token_matches(token):
         raise HttpError(403, "This token does not open this conversation.")
     return conversation
 

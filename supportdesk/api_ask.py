@@ -26,7 +26,7 @@ from ninja.errors import HttpError
 from supportdesk.api import SourceOut, client_ip, rejected
 from supportdesk.apikeys import ApiKeyAuth
 from supportdesk.inspection import turn_ask_structured
-from supportdesk.models import Turn
+from supportdesk.models import ApiKey, Turn
 from supportdesk.pipeline import (
     IdempotencyConflict, ask_submit, ask_turn_get, ask_wait_bound, turn_failure, turn_wait_or_current,
 )
@@ -118,7 +118,7 @@ def _respond(turn: Turn, response: HttpResponse, *, structured: bool) -> Status 
 def _submit(request: HttpRequest, payload: AskIn, idempotency_key: str | None) -> Turn:
     try:
         submission = ask_submit(
-            text=payload.text, language=payload.language, api_key=request.auth,
+            text=payload.text, language=payload.language, api_key=_api_key(request),
             idempotency_key=(idempotency_key or "").strip()[:200], client_ip=client_ip(request),
         )
     except MessageRejected as exc:
@@ -128,8 +128,13 @@ def _submit(request: HttpRequest, payload: AskIn, idempotency_key: str | None) -
     return turn_wait_or_current(turn_id=submission.turn.pk, timeout=ask_wait_bound(payload.wait))
 
 
+def _api_key(request: HttpRequest) -> ApiKey:
+    """The key ``ApiKeyAuth`` verified (django-ninja sets ``request.auth``)."""
+    return request.auth  # type: ignore[attr-defined]
+
+
 def _owned(request: HttpRequest, turn_id: int, wait: float) -> Turn:
-    turn = ask_turn_get(api_key=request.auth, turn_id=turn_id)
+    turn = ask_turn_get(api_key=_api_key(request), turn_id=turn_id)
     if turn is None:
         raise HttpError(404, "No ask turn with this id for this API key.")
     return turn_wait_or_current(turn_id=turn.pk, timeout=ask_wait_bound(wait))

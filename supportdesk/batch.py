@@ -101,7 +101,7 @@ def requests_read(options: BatchOptions) -> list[Request]:
                 continue
             if options.limit is not None and len(selected) >= options.limit:
                 break
-            cell = lambda name: "" if row[index[name]] is None else str(row[index[name]])  # noqa: E731
+            cell = lambda name: "" if row[index[name]] is None else str(row[index[name]])  # noqa: E731, B023 (this row only)
             if not cell(options.id_col).strip():
                 continue  # blank line
             selected.append(Request(id=cell(options.id_col).strip(), subject=cell(options.subject_col),

@@ -21,10 +21,15 @@ def worker_pool_waits(pool_cls: Any) -> bool:
     from a capped pool instead of keeping one each; prefork and solo run one task per
     process at a time and keep theirs.
     """
+    return pool_kind(pool_cls) in {"thread", "gevent", "eventlet"}
+
+
+def pool_kind(pool_cls: Any) -> str:
+    """``prefork``, ``thread``, ``solo``, ``gevent``...: the pool a worker runs (a name or a class)."""
     from celery import concurrency
 
     cls = concurrency.get_implementation(pool_cls) if isinstance(pool_cls, str) else pool_cls
-    return cls.__module__.rsplit(".", 1)[-1] in {"thread", "gevent", "eventlet"}
+    return cls.__module__.rsplit(".", 1)[-1]
 
 
 @signals.worker_init.connect
@@ -80,6 +85,25 @@ def worker_db_connections_persist(sender: Any = None, **kwargs: Any) -> None:
     signals.task_postrun.connect(connections_tidy, weak=False)
 
 
+@signals.worker_ready.connect
+def worker_recovery_start(sender: Any = None, **kwargs: Any) -> None:
+    """Turn recovery (``supportdesk.recovery``) runs in every process that runs stages: here, in the
+    main process of a threads, gevent or solo worker; in each child of a prefork one (below)."""
+    pool_cls = getattr(getattr(sender, "controller", None), "pool_cls", None)
+    if pool_cls is None or pool_kind(pool_cls) == "prefork":
+        return
+    from supportdesk.recovery import recovery_thread_start
+
+    recovery_thread_start()
+
+
+@signals.worker_process_init.connect
+def worker_child_recovery_start(**kwargs: Any) -> None:
+    from supportdesk.recovery import recovery_thread_start
+
+    recovery_thread_start()
+
+
 @signals.worker_process_shutdown.connect
 @signals.worker_shutdown.connect
 def worker_db_connections_close(**kwargs: Any) -> None:
@@ -87,9 +111,11 @@ def worker_db_connections_close(**kwargs: Any) -> None:
     from django.db import connections
 
     from supportdesk.events import turn_events_flush
+    from supportdesk.recovery import recovery_thread_stop
 
+    recovery_thread_stop()
     turn_events_flush()
     for connection in connections.all():
         connection.close()
         if connection.settings_dict.get("OPTIONS", {}).get("pool"):
-            connection.close_pool()  # the pooled sessions end now, not when PostgreSQL notices
+            connection.close_pool()  # type: ignore[attr-defined]  # PostgreSQL's wrapper: the pooled sessions end now

@@ -56,7 +56,7 @@ def stacked_bars(columns: Sequence[tuple[str, dict[str, int]]], *, series: Seque
             f'<text x="{left - 4}" y="{top + plot_h}" text-anchor="end" {FONT}>0</text>']
     label_every = max(1, len(columns) // 10)
     for i, (label, counts) in enumerate(columns):
-        x, y = left + i * step + step * 0.1, top + plot_h
+        x, y = left + i * step + step * 0.1, float(top + plot_h)
         for name in series:
             value = counts.get(name, 0)
             if not value:

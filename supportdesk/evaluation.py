@@ -114,9 +114,9 @@ def routing_metrics(pairs: Iterable[tuple[str, str]]) -> RoutingReport:
     classes: list[ClassMetrics] = []
     for label, i in index.items():
         true_positive = matrix[i][i]
-        predicted = sum(row[i] for row in matrix)
+        predicted_count = sum(row[i] for row in matrix)
         support = sum(matrix[i])
-        precision = true_positive / predicted if predicted else 0.0
+        precision = true_positive / predicted_count if predicted_count else 0.0
         recall = true_positive / support if support else 0.0
         f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
         classes.append(ClassMetrics(label=label, precision=round(precision, 4), recall=round(recall, 4),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 import uuid
+from typing import Any
 from datetime import timedelta
 
 from django.conf import settings
@@ -98,16 +99,29 @@ class Turn(models.Model):
     answer_result = models.JSONField(null=True, blank=True)
     # Latency and tokens per stage, agent iterations, searches (staff and analysts only).
     diagnostics = models.JSONField(default=dict, blank=True)
+    # Turn recovery (supportdesk.recovery): the task running the turn's current stage holds a
+    # lease its worker renews; a lease that lapses (the worker died) or a turn left unclaimed too
+    # long (its stage never reached a worker) is handed to the stage again by the sweeper.
+    lease_owner = models.CharField(max_length=200, blank=True, default="")
+    lease_until = models.DateTimeField(null=True, blank=True)
+    recoveries = models.PositiveSmallIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["created_at", "id"]
+        indexes = [
+            # The sweeper's scan: only turns still under way, a handful at any time.
+            models.Index(
+                fields=["updated_at"], name="turn_unfinished_idx",
+                condition=models.Q(status__in=["queued", "guarding", "planning", "answering"]),
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"turn {self.pk} ({self.status})"
 
-    def save(self, *args: object, **kwargs: object) -> None:
+    def save(self, *args: Any, **kwargs: Any) -> None:
         # A turn created without a language (imports, fixtures) is answered in its conversation's.
         if not self.language:
             self.language = self.conversation.language

@@ -54,7 +54,7 @@ class WidgetOriginValidator(OriginValidator):
         super().__init__(application, [])
 
     @property
-    def allowed_origins(self) -> list[str]:  # type: ignore[override]
+    def allowed_origins(self) -> list[str]:
         hosts = list(settings.ALLOWED_HOSTS)
         if settings.DEBUG and not hosts:
             hosts = [".localhost", "127.0.0.1", "[::1]"]

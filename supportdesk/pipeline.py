@@ -125,6 +125,7 @@ def turn_wait_or_current(*, turn_id: int, timeout: float) -> Turn:
 FAILURES: dict[str, tuple[int, bool, str]] = {
     "llm_unavailable": (503, True, "error_llm_unavailable"),
     "guard_unavailable": (503, True, "guard_unavailable"),
+    "turn_timeout": (503, True, "error_turn_timeout"),
 }
 FAILURE_DEFAULT = (500, False, "error_internal")
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import logging
 import random
+from typing import Any
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -16,6 +18,8 @@ from supportdesk.models import Conversation, Message, Turn, new_access_token, to
 from supportdesk.ratelimit import rate_limit_exceeded
 from supportdesk.textclean import text_clean, text_visible
 from supportdesk.turnlog import stage_diagnostics_flush
+
+logger = logging.getLogger(__name__)
 
 
 class MessageRejected(ValueError):
@@ -112,9 +116,16 @@ def message_receive(*, conversation: Conversation, text: object, client_ip: str 
 
 
 def _enqueue_turn(turn_id: int) -> None:
-    from supportdesk.tasks import turn_pipeline  # tasks import services; avoid the cycle
+    """Send the turn's stages to the workers. With the broker away the message is still accepted:
+    the turn is marked for the recovery sweeper, which sends it once the broker is back."""
+    from supportdesk.recovery import turn_recovery_due  # both import services; avoid the cycle
+    from supportdesk.tasks import turn_pipeline
 
-    turn_pipeline(turn_id).apply_async()
+    try:
+        turn_pipeline(turn_id).apply_async()
+    except Exception:
+        logger.warning("turn %s: the broker is unreachable; the recovery sweeper will send it", turn_id, exc_info=True)
+        turn_recovery_due(turn_id=turn_id)
 
 
 def turn_status_set(*, turn: Turn, status: str, also: tuple[str, ...] = ()) -> None:
@@ -123,6 +134,14 @@ def turn_status_set(*, turn: Turn, status: str, also: tuple[str, ...] = ()) -> N
         turn.status = status
         turn.save(update_fields=["status", "updated_at", *also])
         turn_event_emit(turn=turn, type="status", payload={"status": status})
+
+
+def turn_lock_unfinished(*, turn: Turn) -> bool:
+    """Lock the turn's row for the current transaction; False when it has already ended (a second
+    copy of its stage, sent again by turn recovery, finished it first): the caller must not end it
+    again. So a turn ends exactly once, whatever runs twice."""
+    status = Turn.objects.select_for_update().filter(pk=turn.pk).values_list("status", flat=True).first()
+    return status is not None and status not in Turn.TERMINAL
 
 
 def turn_fail(*, turn: Turn, stage: str, code: str, detail: str = "", message_key: str | None = None) -> None:
@@ -135,6 +154,8 @@ def turn_fail(*, turn: Turn, stage: str, code: str, detail: str = "", message_ke
         message_key = "error_llm_unavailable" if code == "llm_unavailable" else "error_internal"
     stage_diagnostics_flush()
     with transaction.atomic(savepoint=False):
+        if not turn_lock_unfinished(turn=turn):
+            return
         turn.status = Turn.Status.FAILED
         turn.error_code = code
         turn.error_detail = detail[:2000]
@@ -152,6 +173,8 @@ def turn_finish(*, turn: Turn, status: str, also: tuple[str, ...] = ()) -> None:
     """Close a turn with a terminal status and the final ``done`` event (``also``: as for turn_status_set)."""
     stage_diagnostics_flush()
     with transaction.atomic(savepoint=False):
+        if not turn_lock_unfinished(turn=turn):
+            return
         turn.status = status
         turn.save(update_fields=["status", "updated_at", *also])
         turn_event_emit(turn=turn, type="done", payload={"status": status})
@@ -168,7 +191,7 @@ def turn_diagnostics_merge(*, turn_id: int, path: tuple[str, ...], value: object
         cursor.execute(f"UPDATE {Turn._meta.db_table} SET diagnostics = {expression} WHERE id = %s", [*params, turn_id])
 
 
-def _diagnostics_merged(path: tuple[str, ...], depth: int, value: object) -> tuple[str, list[object]]:
+def _diagnostics_merged(path: tuple[str, ...], depth: int, value: object) -> tuple[str, list[Any]]:
     """SQL for the diagnostics object at ``path[:depth]`` with ``value`` set below it."""
     if depth == len(path):
         return "%s::jsonb", [json.dumps(value)]

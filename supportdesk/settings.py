@@ -132,6 +132,8 @@ CHANNEL_LAYERS = {
 }
 
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL)
+# kombu's Redis transport, made to ride out a Redis restart (supportdesk.broker); "" for the stock one.
+CELERY_BROKER_TRANSPORT = env.str("CELERY_BROKER_TRANSPORT", default="supportdesk.broker:Transport") or None
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
@@ -350,3 +352,18 @@ STAGE_MAX_RETRIES = env.int("STAGE_MAX_RETRIES", default=2)
 STAGE_RETRY_BACKOFF = env.float("STAGE_RETRY_BACKOFF", default=2.0)
 # Requeues of a stage that found no database connection (pool at its cap, PostgreSQL away).
 STAGE_DB_MAX_RETRIES = env.int("STAGE_DB_MAX_RETRIES", default=10)
+
+# --- Turn budget and recovery (supportdesk.recovery) ------------------------------------
+# Seconds from a customer's message to the end of its turn: model calls and their retries are cut
+# to fit, and a turn still stranded after it fails with a localized "please try again".
+TURN_DEADLINE_SECONDS = env.float("TURN_DEADLINE_SECONDS", default=180.0)
+# A running stage's lease (renewed by its worker every quarter of this): when a worker dies, its
+# turns are sent again this many seconds later (plus at most one sweep).
+TURN_LEASE_SECONDS = env.float("TURN_LEASE_SECONDS", default=20.0)
+# How often a worker process looks for stranded turns (one sweeps at a time; 0: never).
+TURN_RECOVERY_SWEEP_SECONDS = env.float("TURN_RECOVERY_SWEEP_SECONDS", default=5.0)
+# A turn between stages that no worker claimed for this long (the broker lost or never got the
+# task) is sent again; longer than the queue waits of a busy day.
+TURN_QUEUE_GRACE_SECONDS = env.float("TURN_QUEUE_GRACE_SECONDS", default=60.0)
+# Times one turn is sent again before it fails.
+TURN_RECOVERY_MAX = env.int("TURN_RECOVERY_MAX", default=3)

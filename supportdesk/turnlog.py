@@ -70,7 +70,7 @@ def _stage_diagnostics_save(line: dict[str, object]) -> None:
 
     try:
         turn_diagnostics_merge(
-            turn_id=int(line["turn_id"]),  # type: ignore[arg-type]
+            turn_id=int(str(line["turn_id"])),
             path=("stages", str(line["stage"])),
             value={key: line[key] for key in ("outcome", "latency_ms", "started_at", "tokens")},
         )

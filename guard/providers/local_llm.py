@@ -23,7 +23,7 @@ from django.conf import settings
 from guard.clients import guard_local_llm_client, openai_errors_translated
 from guard.errors import GuardMalformedOutput
 from guard.providers.qwen3guard import qwen3guard_output_parse
-from guard.verdict import Assessment, Kind
+from guard.verdict import Assessment, Kind, Level
 
 SYSTEM_PROMPT = (
     "You are the safety classifier of a customer-support assistant. Classify the customer's message.\n"
@@ -84,7 +84,7 @@ def local_llm_output_parse(*, content: str, positions: list[dict[str, Any]], thr
     if probability is None:
         assert parsed is not None
         probability = 0.0 if parsed.level == "Safe" else 1.0
-    level = "Unsafe" if probability >= threshold else "Safe"
+    level: Level = "Unsafe" if probability >= threshold else "Safe"
     categories = parsed.categories if parsed is not None and level != "Safe" else []
     raw_categories = parsed.raw_categories if parsed is not None and level != "Safe" else []
     return Assessment(level=level, categories=categories, raw_categories=raw_categories, raw_output=raw,

@@ -135,7 +135,7 @@ def _latency(qs: QuerySet[Any], expression: Expression | str) -> Latency:
 
 def _event_time(type_: str, *, last: bool = False) -> Subquery:
     """The time of a turn's first (or last) event of ``type_``, for an outer PlanRecord query."""
-    events = PlanRecord._meta.get_field("turn").related_model._meta.get_field("events").related_model
+    events: Any = PlanRecord._meta.get_field("turn").related_model._meta.get_field("events").related_model
     order = "-seq" if last else "seq"
     return Subquery(
         events.objects.filter(turn_id=OuterRef("turn_id"), type=type_).order_by(order).values("created_at")[:1]
@@ -147,8 +147,8 @@ def _ms_between(start: Any, end: Any) -> Expression:
 
 
 def _latencies(qs: QuerySet[PlanRecord]) -> dict[str, Latency]:
-    turn_model = PlanRecord._meta.get_field("turn").related_model
-    checks = turn_model._meta.get_field("guard_checks").related_model
+    turn_model: Any = PlanRecord._meta.get_field("turn").related_model
+    checks: Any = turn_model._meta.get_field("guard_checks").related_model
     latencies = {
         "guard": _latency(checks.objects.filter(kind="prompt", turn__plan_record__in=qs), "latency_ms"),
         "sgr": _latency(qs.filter(planner_calls__gt=0), "latency_ms"),
@@ -160,7 +160,7 @@ def _latencies(qs: QuerySet[PlanRecord]) -> dict[str, Latency]:
     done = qs.annotate(done_at=_event_time("done", last=True)).filter(done_at__isnull=False)
     latencies["total"] = _latency(done, _ms_between(F("turn__created_at"), F("done_at")))
     try:
-        traces = turn_model._meta.get_field("retrieval_traces").related_model
+        traces: Any = turn_model._meta.get_field("retrieval_traces").related_model
     except FieldDoesNotExist:
         return latencies  # no retrieval traces recorded in this installation
     latencies["retrieval"] = _latency(traces.objects.filter(turn__plan_record__in=qs), "latency_ms")

@@ -78,7 +78,7 @@ def agent_run(
         tail = TailFilter()
         echo = AnalysisEchoFilter(synthetic)
 
-        def emit(delta: str) -> None:
+        def emit(delta: str, tail: TailFilter = tail, echo: AnalysisEchoFilter = echo) -> None:  # this round's filters
             shown = tail.feed(echo.feed(delta))
             if shown:
                 if outcome.first_token_ms is None:

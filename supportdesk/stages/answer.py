@@ -20,7 +20,7 @@ from supportdesk.events import turn_event_emit, turn_events_flush
 from supportdesk.llm import llm_client
 from supportdesk.models import Message, Turn, TurnEvent
 from supportdesk.selectors import context_history, turn_synthetic
-from supportdesk.services import turn_diagnostics_merge, turn_finish
+from supportdesk.services import turn_diagnostics_merge, turn_finish, turn_lock_unfinished
 from supportdesk.stages.echo_filter import answer_text_clean
 from supportdesk.stages.guard import answer_moderate
 from supportdesk.turnlog import stage_logged
@@ -150,6 +150,8 @@ def answer_save(*, turn: Turn, final: FinalAnswer, diagnostics: dict[str, Any]) 
               "language": turn.language,
               "strings": {key: ui_string(key, turn.language) for key in ANSWER_LABEL_KEYS}}
     with transaction.atomic():
+        if not turn_lock_unfinished(turn=turn):
+            return  # another copy of this stage answered first (turn recovery): one answer only
         answer = Message.objects.create(conversation_id=turn.conversation_id, role=Message.Role.ASSISTANT, text=final.text)
         turn.answer_message = answer
         turn.answer_text = final.text

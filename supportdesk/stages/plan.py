@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import transaction
 from pydantic import ValidationError
 
-from guard.verdict import Verdict
+from guard.verdict import Level, Verdict
 from retrieval.signals import kb_relevance
 from sgr.models import PlanRecord
 from sgr.planner import PlanningContext, plan_request
@@ -45,7 +45,7 @@ def verdict_read(data: Any) -> Verdict:
     try:
         return Verdict.model_validate(data)
     except ValidationError:
-        level = data.get("level") if data.get("level") in ("Safe", "Controversial", "Unsafe") else "Controversial"
+        level: Level = data["level"] if data.get("level") in ("Safe", "Controversial", "Unsafe") else "Controversial"
         categories = [str(c) for c in data.get("categories") or [] if isinstance(c, str | int)]
         return Verdict(level=level, categories=categories)
 

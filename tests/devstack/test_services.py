@@ -43,3 +43,31 @@ def test_postgres_start_refuses_a_port_already_in_use(tmp_path):
     finally:
         busy.close()
         group.stop_all()
+
+
+def test_the_run_commands_redis_is_started_again_when_it_dies_with_its_data(tmp_path):
+    import os
+    import signal
+    import time
+
+    from devstack.processes import tcp_ready
+
+    data_dir = tmp_path / "run" / "redis"
+    group = ProcessGroup(log_dir=tmp_path / "logs")
+    port = free_port()
+    try:
+        url = redis_start(group, data_dir=data_dir, port=port)
+        client = redis.Redis.from_url(url)
+        client.lpush("answer", "a stage in flight")
+        time.sleep(1.5)  # appendfsync everysec: on disk within a second
+        os.kill(group.children[0].proc.pid, signal.SIGKILL)
+        group.children[0].proc.wait(5)
+        deadline = time.monotonic() + 20
+        while not (group.children[0].proc.poll() is None and tcp_ready(port)()):
+            assert group.supervise() is None  # supervised: started again, not reported as fatal
+            assert time.monotonic() < deadline, "Redis was not started again"
+            time.sleep(0.1)
+        assert redis.Redis.from_url(url).lrange("answer", 0, -1) == [b"a stage in flight"]
+        client.close()
+    finally:
+        group.stop_all()

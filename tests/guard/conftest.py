@@ -8,8 +8,8 @@ Qwen3Guard is an OpenAI-compatible chat endpoint, so it is scripted with
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any
 
 import pytest

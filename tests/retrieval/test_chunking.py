@@ -20,7 +20,7 @@ def test_long_sections_are_split_within_the_limit_with_overlap():
     drafts = chunks_from_sections([Section(["Long"], "\n\n".join(paragraphs))], max_tokens=80, overlap_tokens=10)
     assert len(drafts) > 3
     assert all(d.token_count <= 80 for d in drafts)
-    for previous, current in zip(drafts, drafts[1:]):
+    for previous, current in zip(drafts, drafts[1:], strict=False):
         # The next chunk starts with the previous chunk's last few words (at most ~10 tokens).
         words, following = previous.text.split(), current.text.split()
         overlap = max((n for n in range(1, 11) if following[:n] == words[-n:]), default=0)

@@ -68,8 +68,12 @@ def test_credentials_are_checked(client, no_enqueue):
     resp = client.post(url, {"text": "hi"}, content_type="application/json",
                        headers={"X-Conversation-Token": other["token"]})
     assert resp.status_code == 403
+    # An unknown conversation answers as a wrong token does: existence is not revealed.
     unknown = "/api/conversations/00000000-0000-0000-0000-000000000000/turns/1"
-    assert client.get(unknown, headers={"X-Conversation-Token": body["token"]}).status_code == 404
+    refused = client.get(unknown, headers={"X-Conversation-Token": body["token"]})
+    assert refused.status_code == 403 and refused.json() == resp.json()
+    mine_unknown_turn = f"/api/conversations/{body['id']}/turns/999999"
+    assert client.get(mine_unknown_turn, headers={"X-Conversation-Token": body["token"]}).status_code == 404
     missing_turn = f"/api/conversations/{body['id']}/turns/999999"
     assert client.get(missing_turn, headers={"X-Conversation-Token": body["token"]}).status_code == 404
 

@@ -56,8 +56,10 @@ def test_a_customer_token_cannot_read_or_write_another_conversation(client, no_e
     # Their turn through my conversation: unknown to me.
     assert client.get(f"/api/conversations/{mine['id']}/turns/{turn_id}", headers=headers).status_code == 404
     assert client.get(f"{base}/messages").status_code == 401
-    assert client.get("/api/conversations/00000000-0000-0000-0000-000000000000/messages",
-                      headers=headers).status_code == 404
+    # An unknown conversation answers exactly as someone else's does: which ids exist is not told.
+    unknown = client.get("/api/conversations/00000000-0000-0000-0000-000000000000/messages", headers=headers)
+    assert unknown.status_code == 403
+    assert unknown.json() == client.get(f"{base}/messages", headers=headers).json()
     assert list(Message.objects.values_list("text", flat=True)) == ["their secret"]
 
 

@@ -103,6 +103,9 @@ def test_the_worker_never_holds_more_connections_than_its_cap_and_queues_what_ca
     env = {**os.environ, "DATABASE_URL": _database_url(), "REDIS_URL": broker, "CELERY_BROKER_URL": broker,
            "LLM_BASE_URL": llm.base_url, "WORKER_DB_POOL_MIN_SIZE": "1", "WORKER_DB_POOL_MAX_SIZE": "1",
            "WORKER_DB_POOL_TIMEOUT": "0.01", "STAGE_RETRY_BACKOFF": "0.05", "STAGE_DB_MAX_RETRIES": "100",
+           # Starved on purpose (one connection, 10 ms): turn recovery, which borrows from the same pool,
+           # would see its leases lapse and send stages again; it is tested on its own.
+           "TURN_RECOVERY_SWEEP_SECONDS": "0",
            "DJANGO_SETTINGS_MODULE": "supportdesk.settings", "SD_WORKER_PROCESSES": "1"}
     app = Celery("connection-cap-test", broker=broker, set_as_current=False)
     app.conf.task_routes = settings.CELERY_TASK_ROUTES

@@ -32,7 +32,7 @@ class Command(BaseCommand):
         if not samples:
             raise CommandError(f"{opts['file']}: no labelled texts")
         provider = guard_config().provider_label
-        with tqdm(total=len(samples), unit="text", file=self.stderr._out,  # type: ignore[attr-defined]
+        with tqdm(total=len(samples), unit="text", file=self.stderr._out,
                   disable=opts["verbosity"] == 0) as bar:
             rows, outcomes, warm_up_ms = guard_evaluate(samples, progress=bar.update)
         self.stdout.write(metrics_format(rows, provider=provider, warm_up_ms=warm_up_ms))

@@ -30,7 +30,7 @@ class Command(BaseCommand):
             raise CommandError(f"{opts['file']}: {exc}") from exc
         if not items:
             raise CommandError(f"{opts['file']}: no labelled messages")
-        with tqdm(total=len(items), unit="msg", file=self.stderr._out,  # type: ignore[attr-defined]
+        with tqdm(total=len(items), unit="msg", file=self.stderr._out,
                   disable=opts["verbosity"] == 0) as bar:
             report, predictions = routing_evaluate(items, progress=bar.update)
         self.stdout.write(report_format(report))

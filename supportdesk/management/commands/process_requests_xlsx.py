@@ -38,7 +38,7 @@ class Command(BaseCommand):
             html_col=opts["html_col"], start=opts["start"], limit=opts["limit"], concurrency=opts["concurrency"],
             language=opts["language"], timeout=opts["timeout"],
         )
-        bar = tqdm(total=0, unit="row", file=self.stderr._out, disable=opts["verbosity"] == 0)  # type: ignore[attr-defined]
+        bar = tqdm(total=0, unit="row", file=self.stderr._out, disable=opts["verbosity"] == 0)
         try:
             summary = batch_run(options, progress=bar.update, on_total=lambda n: bar.reset(total=n))
         except BatchInputError as exc:

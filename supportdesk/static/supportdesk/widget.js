@@ -312,6 +312,8 @@
     switch (frame.type) {
       case "status":
         view.typing.hidden = view.finished || !["queued", "guarding", "planning", "answering"].includes(p.status);
+        // A turn sent again after a worker was lost says so ("still working on your answer").
+        view.typing.textContent = p.message || t("widget_typing");
         break;
       case "plan":
         view.plan.textContent = p.text || "";
