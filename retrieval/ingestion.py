@@ -189,7 +189,8 @@ def _commit(item: _Prepared, embedder_name: str) -> IngestOutcome:
     """Swap one embedded file's chunks in (one transaction); a database error fails this file only."""
     try:
         document = _document_replace(source=item.source, digest=item.digest, parsed=item.parsed, drafts=item.drafts,
-                                     vectors=np.vstack(item.vectors) if item.vectors else np.zeros((0, 0)),
+                                     vectors=np.vstack([v for v in item.vectors if v is not None])
+                                     if item.vectors else np.zeros((0, 0)),
                                      embedder_name=embedder_name)
     except Exception as exc:
         logger.exception("ingest %s failed", item.source)

@@ -7,6 +7,7 @@ recorded on the upload as it goes.
 
 from __future__ import annotations
 
+import functools
 import io
 import time
 import zipfile
@@ -121,7 +122,7 @@ def _archive_process(upload: Upload, content: bytes) -> Upload:
     archive = zipfile.ZipFile(io.BytesIO(content))
     prefix = f"{UPLOAD_SOURCE_PREFIX}{upload.filename}/"
     items = [IngestSource(source=prefix + info.filename, filename=PurePosixPath(info.filename).name,
-                          read=lambda info=info: archive.read(info)) for info in entries]
+                          read=functools.partial(archive.read, info)) for info in entries]
     progress = _ArchiveProgress(upload, files=len(items))
     report = documents_ingest(items, callbacks=IngestCallbacks(on_plan=progress.plan, on_embedded=progress.embedded,
                                                                on_outcome=progress.outcome))

@@ -220,7 +220,7 @@ def bench_ingest(chunks: int, token_sizes: list[int]) -> None:
     kb_clear()
     # A small searchable KB so the concurrent searcher has something to find.
     document_ingest(source="/bench/seed.md", filename="seed.md", content=markdown_document(4, 100, 0).encode())
-    print(f"bulk path (kb_ingest_paths, as ingest_kb): files of 3 sections, one chunk each")
+    print("bulk path (kb_ingest_paths, as ingest_kb): files of 3 sections, one chunk each")
     print(f"{'tokens/chunk':>12} {'files':>5} {'chunks':>6} {'parse s':>7} {'seconds':>8} {'chunks/s':>8} "
           f"{'tokens/s':>8} {'search during ingest p50/p95 ms':>32}")
     for tokens in token_sizes:

@@ -165,7 +165,7 @@ def _english(p: Product, topic: str, f: dict[str, object], rng: random.Random) -
             f"A quiet hum from the {n} during the first {f['settle_days']} days is normal while the {f['part']} "
             f"settles in.",
             _pick(rng, f"A clicking or rattling sound usually means the {k} is not standing level or its cover is "
-                       f"loose.", f"Rattling or clicking mostly comes from an uneven surface or a loose cover."),
+                       f"loose.", "Rattling or clicking mostly comes from an uneven surface or a loose cover."),
             "Place it on a flat surface and press the cover until it clicks."])),
     }
     return texts[topic]
@@ -173,7 +173,7 @@ def _english(p: Product, topic: str, f: dict[str, object], rng: random.Random) -
 
 def _russian(p: Product, topic: str, f: dict[str, object], rng: random.Random) -> tuple[str, str]:
     """(title, body) of a Russian article."""
-    n, k, k_acc = p.name, p.kind[1], p.kind[2]
+    n, k_acc = p.name, p.kind[2]
     texts = {
         "reset": (f"Сброс {n} к заводским настройкам", " ".join([
             _pick(rng, f"Чтобы вернуть {k_acc} {n} к заводским настройкам, нажмите и удерживайте кнопку "
