@@ -8,7 +8,7 @@ import signal
 import subprocess
 from pathlib import Path
 
-from devstack.processes import ProcessGroup, StackError, say, tcp_ready, wait_until
+from devstack.processes import ProcessGroup, StackError, port_free, say, tcp_ready, wait_until
 
 
 def _as_postgres_user() -> list[str]:
@@ -33,8 +33,14 @@ def pg_bin_dir() -> Path:
 def postgres_start(group: ProcessGroup, *, data_dir: Path, port: int, database: str) -> str:
     """Start PostgreSQL (initdb on first use), create ``database`` and the vector extension.
 
+    Refuses a port already in use, and checks that the server answering on it is the
+    one just started (its data directory): otherwise a server that failed to bind
+    would go unnoticed while another one answered, and two runs would share it.
     Returns the DATABASE_URL.
     """
+    if not port_free(port):
+        raise StackError(f"port {port} for PostgreSQL is already in use (another server, or another SupportDesk)"
+                         f"; set SD_PG_PORT to another port")
     bin_dir = pg_bin_dir()
     wrapper = _as_postgres_user()
     if not (data_dir / "PG_VERSION").exists():
@@ -59,6 +65,9 @@ def postgres_start(group: ProcessGroup, *, data_dir: Path, port: int, database: 
         return subprocess.run([*psql, "-c", "select 1"], capture_output=True).returncode == 0
 
     wait_until(accepting, timeout=60, what="PostgreSQL", proc=child.proc, log=group.log_path("postgres"))
+    serving = subprocess.run([*psql, "-c", "show data_directory"], capture_output=True, text=True).stdout.strip()
+    if Path(serving).resolve() != data_dir.resolve():
+        raise StackError(f"another PostgreSQL answers on port {port} (data in {serving}); set SD_PG_PORT to a free port")
     exists = subprocess.run(
         [*psql, "-c", f"select 1 from pg_database where datname = '{database}'"], capture_output=True, text=True
     ).stdout.strip()

@@ -7,11 +7,13 @@ from typing import Any
 from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
+from django.utils import translation
 
 from retrieval.models import Chunk, Document, QueryTrace, Upload
-from sgr.admin_audit import AuditAdmin
 from retrieval.parsing import SUPPORTED_EXTENSIONS
-from retrieval.uploads import upload_create
+from retrieval.uploads import ARCHIVE_EXTENSION, UploadRejected, upload_check, upload_create
+from sgr.admin_audit import AuditAdmin
+from sgr.strings import ui_string
 
 
 class ChunkInline(admin.TabularInline):
@@ -49,23 +51,45 @@ class ChunkAdmin(admin.ModelAdmin):
 
 
 class UploadForm(forms.ModelForm):
-    file = forms.FileField(help_text="Formats: " + ", ".join(sorted(SUPPORTED_EXTENSIONS)))
+    file = forms.FileField(help_text="Formats: " + ", ".join(sorted([*SUPPORTED_EXTENSIONS, ARCHIVE_EXTENSION]))
+                           + " (a zip of documents is ingested in the background, its progress shown in the list)")
 
     class Meta:
         model = Upload
         fields: list[str] = []
 
+    def clean_file(self) -> Any:
+        uploaded = self.cleaned_data["file"]
+        try:
+            upload_check(filename=uploaded.name, content=uploaded.read())
+        except UploadRejected as exc:
+            raise forms.ValidationError(ui_string(exc.key, translation.get_language() or "", **exc.params)) from exc
+        uploaded.seek(0)
+        return uploaded
+
 
 @admin.register(Upload)
 class UploadAdmin(admin.ModelAdmin):
-    """Uploading saves the bytes and queues ``retrieval.ingest_upload``; the list shows its status."""
+    """Uploading saves the bytes and queues ``retrieval.ingest_upload``; the list shows its status and progress."""
 
     form = UploadForm
-    list_display = ("filename", "status", "message", "document", "created_at", "updated_at")
+    list_display = ("filename", "status", "progress", "message", "document", "created_at", "updated_at")
     list_filter = ("status",)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Upload | None = None) -> tuple[str, ...]:
-        return ("filename", "status", "message", "document", "created_at", "updated_at") if obj else ()
+        return ("filename", "status", "progress", "counts", "message", "document", "created_at",
+                "updated_at") if obj else ()
+
+    @admin.display(description="progress")
+    def progress(self, obj: Upload) -> str:
+        """Files and chunks done of the totals (chunks: those to embed; unchanged files have none)."""
+        if not obj.files_total:
+            return "-"
+        text = f"{obj.files_done}/{obj.files_total} files"
+        if obj.chunks_total:
+            text += f", {obj.chunks_done}/{obj.chunks_total} chunks ({100 * obj.chunks_done // obj.chunks_total}%)"
+        counts = ", ".join(f"{status} {count}" for status, count in sorted(obj.counts.items()))
+        return f"{text}; {counts}" if counts else text
 
     def get_fields(self, request: HttpRequest, obj: Upload | None = None) -> Any:
         return self.get_readonly_fields(request, obj) if obj else ("file",)

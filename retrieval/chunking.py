@@ -74,26 +74,65 @@ def _split_section(text: str, *, max_tokens: int, overlap_tokens: int) -> list[s
 
 
 def _split_long(paragraph: str, max_tokens: int) -> list[str]:
-    """Sentences packed up to ``max_tokens``; a sentence longer than that is cut by words."""
+    """A paragraph over ``max_tokens`` in pieces that fit.
+
+    Lines first when it has several (a table, a list, code): a table's header row
+    (with its rule line) starts every piece, so each still says what its columns
+    are. Prose by sentences. A line or sentence still too long is cut by words,
+    packed by their token count (punctuation-heavy text has many tokens per word).
+    """
+    lines = [line for line in paragraph.splitlines() if line.strip()]
+    if len(lines) > 1:
+        header = _table_header(lines)
+        budget = max_tokens - token_estimate("\n".join(header))
+        if header and budget >= max_tokens // 2:
+            return ["\n".join([*header, piece]) for piece in _pack(lines[len(header):], budget, "\n")]
+        return _pack(lines, max_tokens, "\n")
+    return _pack(_SENTENCE_END.split(paragraph), max_tokens, " ")
+
+
+def _table_header(lines: list[str]) -> list[str]:
+    """A Markdown table's header row and rule line, or nothing when ``lines`` is not a table."""
+    if len(lines) > 2 and lines[0].lstrip().startswith("|") and re.fullmatch(r"[\s|:\-]+", lines[1]):
+        return lines[:2]
+    if len(lines) > 1 and lines[0].lstrip().startswith("|") and lines[1].lstrip().startswith("|"):
+        return lines[:1]
+    return []
+
+
+def _pack(units: list[str], max_tokens: int, joiner: str) -> list[str]:
+    """``units`` joined by ``joiner`` into pieces of at most ``max_tokens``; a unit too long is cut by words."""
     out: list[str] = []
-    current = ""
-    for sentence in _SENTENCE_END.split(paragraph):
-        if token_estimate(sentence) > max_tokens:
-            words = sentence.split()
-            step = max(1, int(max_tokens * 0.6))  # words carry ~1.3-1.6 tokens with punctuation
-            sentence_parts = [" ".join(words[i:i + step]) for i in range(0, len(words), step)]
-        else:
-            sentence_parts = [sentence]
-        for part in sentence_parts:
-            candidate = f"{current} {part}".strip()
-            if current and token_estimate(candidate) > max_tokens:
-                out.append(current)
-                current = part
-            else:
-                current = candidate
+    current: list[str] = []
+    current_tokens = 0
+    for unit in units:
+        for part in _cut_words(unit, max_tokens) if token_estimate(unit) > max_tokens else [unit]:
+            tokens = token_estimate(part)
+            if current and current_tokens + tokens > max_tokens:
+                out.append(joiner.join(current))
+                current, current_tokens = [], 0
+            current.append(part)
+            current_tokens += tokens
     if current:
-        out.append(current)
+        out.append(joiner.join(current))
     return out
+
+
+def _cut_words(text: str, max_tokens: int) -> list[str]:
+    """Whole words packed up to ``max_tokens`` tokens each (a single over-long word stands alone)."""
+    pieces: list[str] = []
+    current: list[str] = []
+    count = 0
+    for word in text.split():
+        tokens = token_estimate(word)
+        if current and count + tokens > max_tokens:
+            pieces.append(" ".join(current))
+            current, count = [], 0
+        current.append(word)
+        count += tokens
+    if current:
+        pieces.append(" ".join(current))
+    return pieces
 
 
 def _tail(text: str, tokens: int) -> str:

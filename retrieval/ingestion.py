@@ -14,7 +14,8 @@ from __future__ import annotations
 import glob
 import hashlib
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +31,6 @@ from retrieval.schemas import IngestOutcome, IngestReport
 
 logger = logging.getLogger(__name__)
 
-ProgressCallback = Callable[[IngestOutcome], None]
 
 
 def content_hash(content: bytes) -> str:
@@ -54,14 +54,55 @@ def kb_files_expand(paths: Iterable[str]) -> list[Path]:
     return sorted(found)
 
 
+@dataclass(frozen=True)
+class IngestSource:
+    """One file to ingest: its source key, its file name (which picks the parser) and how to read it.
+
+    ``read`` may raise OSError (reported as a failed file); it is called once.
+    """
+
+    source: str
+    filename: str
+    read: Callable[[], bytes]
+
+
+@dataclass
+class _Prepared:
+    """A parsed and chunked file waiting for its vectors."""
+
+    index: int
+    source: str
+    digest: str
+    parsed: ParsedDocument
+    drafts: list[ChunkDraft]
+    texts: list[str]
+    existed: bool
+    vectors: list[np.ndarray | None] = field(default_factory=list)
+    error: str = ""
+
+
+@dataclass
+class IngestCallbacks:
+    """Progress hooks of :func:`documents_ingest`; every one is optional.
+
+    ``on_plan(files, chunks)``: once, after every file was read, hashed and chunked:
+    the number of files and the number of chunks that will be embedded.
+    ``on_embedded(chunks)``: after each embedding batch. ``on_outcome(outcome)``: each
+    file's outcome as soon as it is known (a committed file's after its commit).
+    """
+
+    on_plan: Callable[[int, int], None] | None = None
+    on_embedded: Callable[[int], None] | None = None
+    on_outcome: Callable[[IngestOutcome], None] | None = None
+
+
 def document_ingest_file(*, path: Path, embedder: Embedder | None = None) -> IngestOutcome:
     """Ingest one file by path; its source is the resolved absolute path."""
-    source = str(path.resolve())
-    try:
-        content = path.read_bytes()
-    except OSError as exc:
-        return IngestOutcome(source=source, status="failed", error=f"cannot read: {exc.strerror or exc}")
-    return document_ingest(source=source, filename=path.name, content=content, embedder=embedder)
+    return documents_ingest([_file_source(path)], embedder=embedder).outcomes[0]
+
+
+def _file_source(path: Path) -> IngestSource:
+    return IngestSource(source=str(path.resolve()), filename=path.name, read=path.read_bytes)
 
 
 def document_ingest(*, source: str, filename: str, content: bytes, embedder: Embedder | None = None) -> IngestOutcome:
@@ -70,30 +111,139 @@ def document_ingest(*, source: str, filename: str, content: bytes, embedder: Emb
     Never raises for a bad file: parse, embed and database errors become a
     ``failed`` outcome (logged), and a previously ingested version stays searchable.
     """
-    digest = content_hash(content)
+    item = IngestSource(source=source, filename=filename, read=lambda: content)
+    return documents_ingest([item], embedder=embedder).outcomes[0]
+
+
+def documents_ingest(items: Sequence[IngestSource], *, embedder: Embedder | None = None,
+                     callbacks: IngestCallbacks | None = None) -> IngestReport:
+    """Ingest many files, embedding their chunks together in batches of ``RETRIEVAL_EMBED_BATCH``.
+
+    First every file is read, hashed and (unless unchanged) parsed and chunked;
+    then the chunks of consecutive files are embedded in full batches (one request
+    per batch to an endpoint; the local engine spreads a batch over its threads), and each
+    file is committed in its own transaction as soon as its last chunk has a
+    vector. So an interrupted run keeps every file committed so far, and running it
+    again skips those by hash and goes on with the rest. A file that cannot be read
+    or parsed, or whose batch the embedder rejects, is a ``failed`` outcome; the
+    others go on. Outcomes are reported in the order of ``items``.
+    """
+    callbacks = callbacks or IngestCallbacks()
+    outcomes: dict[int, IngestOutcome] = {}
+
+    def report(index: int, outcome: IngestOutcome) -> None:
+        outcomes[index] = outcome
+        if callbacks.on_outcome is not None:
+            callbacks.on_outcome(outcome)
+
     try:
         embedder = embedder or embedder_get()
-        existing = Document.objects.filter(source=source).first()
-        if (existing is not None and existing.content_hash == digest and existing.embedder == embedder.name
-                and existing.status == Document.Status.READY):
-            return IngestOutcome(source=source, status="unchanged", document_id=existing.pk,
-                                 chunks=existing.chunk_count)
-        parsed = document_parse(filename=filename, content=content)
+    except Exception as exc:  # a misconfigured embedder fails every file, each reported
+        for index, item in enumerate(items):
+            report(index, _failed(item.source, f"{type(exc).__name__}: {exc}"))
+        return IngestReport(outcomes=[outcomes[i] for i in range(len(items))])
+    known = _documents_known([item.source for item in items])
+    prepared: list[_Prepared] = []
+    for index, item in enumerate(items):
+        result = _prepare(index, item, known.get(item.source), embedder.name)
+        if isinstance(result, _Prepared):
+            prepared.append(result)
+        else:
+            report(index, result)
+    if callbacks.on_plan is not None:
+        callbacks.on_plan(len(items), sum(len(p.texts) for p in prepared))
+    for done in _embedded(prepared, embedder, settings.RETRIEVAL_EMBED_BATCH, callbacks.on_embedded):
+        report(done.index, _failed(done.source, done.error) if done.error else _commit(done, embedder.name))
+    return IngestReport(outcomes=[outcomes[i] for i in range(len(items))])
+
+
+def _embedded(prepared: list[_Prepared], embedder: Embedder, batch_size: int,
+              on_embedded: Callable[[int], None] | None) -> Iterator[_Prepared]:
+    """Yield each file once all its chunks have vectors (or its batch failed: ``error`` set), in order.
+
+    Chunks are taken in file order, ``batch_size`` at a time across file boundaries.
+    """
+    slots = [(item, position) for item in prepared for position in range(len(item.texts))]
+    finished = 0  # files before this index in ``prepared`` have been yielded
+    for start in range(0, len(slots) + 1, max(1, batch_size)):
+        batch = [(item, position) for item, position in slots[start:start + batch_size] if not item.error]
+        if batch:
+            try:
+                vectors = embedder.embed_passages([item.texts[position] for item, position in batch])
+            except Exception as exc:  # a flaky embedder fails this batch's files; the next batch is tried
+                logger.exception("embedding a batch of %d chunks failed", len(batch))
+                for item, _ in batch:
+                    item.error = item.error or f"{type(exc).__name__}: {exc}"
+            else:
+                for (item, position), vector in zip(batch, vectors, strict=True):
+                    item.vectors[position] = vector
+            if on_embedded is not None:
+                on_embedded(len(batch))
+        while finished < len(prepared) and (prepared[finished].error
+                                            or all(v is not None for v in prepared[finished].vectors)):
+            yield prepared[finished]
+            finished += 1
+
+
+def _commit(item: _Prepared, embedder_name: str) -> IngestOutcome:
+    """Swap one embedded file's chunks in (one transaction); a database error fails this file only."""
+    try:
+        document = _document_replace(source=item.source, digest=item.digest, parsed=item.parsed, drafts=item.drafts,
+                                     vectors=np.vstack([v for v in item.vectors if v is not None])
+                                     if item.vectors else np.zeros((0, 0)),
+                                     embedder_name=embedder_name)
+    except Exception as exc:
+        logger.exception("ingest %s failed", item.source)
+        return _failed(item.source, f"{type(exc).__name__}: {exc}")
+    return IngestOutcome(source=item.source, status="updated" if item.existed else "created",
+                         document_id=document.pk, chunks=len(item.drafts))
+
+
+@dataclass(frozen=True)
+class _Known:
+    """What is stored for a source: enough to tell an unchanged file without another query."""
+
+    document_id: int
+    content_hash: str
+    embedder: str
+    status: str
+    chunk_count: int
+
+
+def _documents_known(sources: list[str]) -> dict[str, _Known]:
+    """The documents already stored for ``sources``, by source (one query per thousand)."""
+    known: dict[str, _Known] = {}
+    for start in range(0, len(sources), 1000):
+        rows = Document.objects.filter(source__in=sources[start:start + 1000]).values_list(
+            "source", "id", "content_hash", "embedder", "status", "chunk_count")
+        known.update({row[0]: _Known(*row[1:]) for row in rows})
+    return known
+
+
+def _prepare(index: int, item: IngestSource, known: _Known | None, embedder_name: str) -> _Prepared | IngestOutcome:
+    """Read, hash, parse and chunk one file; an unchanged or broken file ends here with its outcome."""
+    try:
+        content = item.read()
+    except OSError as exc:
+        return IngestOutcome(source=item.source, status="failed", error=f"cannot read: {exc.strerror or exc}")
+    digest = content_hash(content)
+    if (known is not None and known.content_hash == digest and known.embedder == embedder_name
+            and known.status == Document.Status.READY):
+        return IngestOutcome(source=item.source, status="unchanged", document_id=known.document_id,
+                             chunks=known.chunk_count)
+    try:
+        parsed = document_parse(filename=item.filename, content=content)
         drafts = chunks_from_sections(parsed.sections, max_tokens=settings.RETRIEVAL_CHUNK_TOKENS,
                                       overlap_tokens=settings.RETRIEVAL_CHUNK_OVERLAP)
-        vectors = embedder.embed_passages([embedding_input(parsed.title, d.heading_path, d.text) for d in drafts])
-        document = _document_replace(source=source, digest=digest, parsed=parsed, drafts=drafts,
-                                     vectors=vectors, embedder_name=embedder.name)
     except DocumentParseError as exc:
-        logger.warning("ingest %s: %s", source, exc)
-        return _failed(source, str(exc))
-    except Exception as exc:  # one bad file (or a flaky embedder) must not abort a batch
-        logger.exception("ingest %s failed", source)
-        return _failed(source, f"{type(exc).__name__}: {exc}")
-    return IngestOutcome(source=source, status="updated" if existing else "created", document_id=document.pk,
-                         chunks=len(drafts))
-
-
+        logger.warning("ingest %s: %s", item.source, exc)
+        return _failed(item.source, str(exc))
+    except Exception as exc:  # one bad file must not abort a batch
+        logger.exception("ingest %s failed", item.source)
+        return _failed(item.source, f"{type(exc).__name__}: {exc}")
+    texts = [embedding_input(parsed.title, d.heading_path, d.text) for d in drafts]
+    return _Prepared(index=index, source=item.source, digest=digest, parsed=parsed, drafts=drafts, texts=texts,
+                     existed=known is not None, vectors=[None] * len(texts))
 def _failed(source: str, error: str) -> IngestOutcome:
     """A failed outcome; an already ingested version keeps serving and its ``error`` shows the failure."""
     Document.objects.filter(source=source).update(error=error[:2000])
@@ -151,21 +301,14 @@ def chunks_index_text(chunks: list[Chunk]) -> None:
 
 
 def kb_ingest_paths(*, paths: list[str], prune: bool = False, embedder: Embedder | None = None,
-                    on_progress: ProgressCallback | None = None, on_start: Callable[[int], None] | None = None
-                    ) -> IngestReport:
+                    callbacks: IngestCallbacks | None = None) -> IngestReport:
     """Ingest every file named by ``paths``; with ``prune`` also delete documents whose file is gone.
 
-    ``on_start`` gets the number of files, ``on_progress`` each outcome as it happens.
+    Resumable: each file is committed on its own, so a run that was stopped is
+    continued by running it again (committed files are skipped by hash).
     """
-    files = kb_files_expand(paths)
-    if on_start is not None:
-        on_start(len(files))
-    report = IngestReport()
-    for path in files:
-        outcome = document_ingest_file(path=path, embedder=embedder)
-        report.outcomes.append(outcome)
-        if on_progress is not None:
-            on_progress(outcome)
+    report = documents_ingest([_file_source(path) for path in kb_files_expand(paths)], embedder=embedder,
+                              callbacks=callbacks)
     if prune:
         report.outcomes.extend(documents_prune_missing())
     return report

@@ -75,9 +75,10 @@ class Chunk(models.Model):
 
 
 class Upload(models.Model):
-    """A file uploaded in the admin; the ``retrieval.ingest_upload`` task turns it into a Document.
+    """A file (or a zip of files) uploaded in the admin; ``retrieval.ingest_upload`` ingests it.
 
     The bytes live in the database so any ingest worker, on any machine, can read them.
+    A zip's progress (files and chunks done of the totals) is updated as it goes.
     """
 
     class Status(models.TextChoices):
@@ -92,6 +93,11 @@ class Upload(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     message = models.TextField(blank=True, default="")
     document = models.ForeignKey(Document, null=True, blank=True, on_delete=models.SET_NULL, related_name="uploads")
+    files_total = models.PositiveIntegerField(default=0)
+    files_done = models.PositiveIntegerField(default=0)
+    chunks_total = models.PositiveIntegerField(default=0, help_text="Chunks to embed (unchanged files excluded).")
+    chunks_done = models.PositiveIntegerField(default=0)
+    counts = models.JSONField(default=dict, blank=True, help_text="Files by outcome: created, updated, ...")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

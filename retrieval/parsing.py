@@ -53,13 +53,12 @@ def document_parse(*, filename: str, content: bytes) -> ParsedDocument:
     kind = document_format(filename)
     if kind is None:
         raise DocumentParseError(f"unsupported format: {PurePath(filename).suffix or '(none)'}")
-    fallback_title = PurePath(filename).stem.replace("_", " ").replace("-", " ").strip() or filename
     try:
         if kind == "pdf":
-            parsed = _parse_pdf(content, fallback_title)
+            parsed = _parse_pdf(content)
         else:
             text = _decode(content)
-            parsed = {"markdown": _parse_markdown, "html": _parse_html, "text": _parse_text}[kind](text, fallback_title)
+            parsed = {"markdown": _parse_markdown, "html": _parse_html, "text": _parse_text}[kind](text)
     except DocumentParseError:
         raise
     except Exception as exc:  # a parser library choking on a malformed file
@@ -67,7 +66,24 @@ def document_parse(*, filename: str, content: bytes) -> ParsedDocument:
     parsed.sections = [s for s in parsed.sections if s.text.strip()]
     if not parsed.sections:
         raise DocumentParseError("no text found")
+    # The title comes from the document, never from its file name: it is prepended to every
+    # chunk before embedding, so a name like "faq_v2-final" would shift every vector.
+    parsed.title = parsed.title or title_from_text(parsed.full_text)
     return parsed
+
+
+TITLE_MAX = 120
+
+
+def title_from_text(text: str) -> str:
+    """A title for a document without one: its first line when short, else its first sentence, else a cut."""
+    first_line = next((line.strip(" #*>-\t") for line in text.splitlines() if line.strip(" #*>-\t")), "")
+    if len(first_line) <= TITLE_MAX:
+        return first_line
+    sentence = re.split(r"(?<=[.!?…])\s", first_line, maxsplit=1)[0]
+    if len(sentence) <= TITLE_MAX:
+        return sentence
+    return first_line[:TITLE_MAX].rsplit(" ", 1)[0].rstrip(",;:") + "…"
 
 
 def _decode(content: bytes) -> str:
@@ -83,11 +99,34 @@ _ATX_HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 
 
-def _parse_markdown(text: str, fallback_title: str) -> ParsedDocument:
+_IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)|!\[([^\]]*)\]\[[^\]]*\]")
+_LINK = re.compile(r"\[([^\]]+)\]\((?:[^()]|\([^)]*\))*\)|\[([^\]]+)\]\[[^\]]*\]")
+_LINK_DEFINITION = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*\S+.*$")
+_AUTOLINK = re.compile(r"<((?:https?|mailto):[^>\s]+)>")
+_ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|<>~])")
+_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
+
+
+def markdown_clean(line: str) -> str:
+    """Markdown markup that is noise to search and embedding removed from one line of prose.
+
+    Links keep their text and lose their target, images keep their alt text, a
+    reference definition and a table's rule line disappear, ``\\-`` becomes ``-``.
+    """
+    if _LINK_DEFINITION.match(line) or _TABLE_RULE.match(line):
+        return ""
+    line = _IMAGE.sub(lambda m: m.group(1) or m.group(2) or "", line)
+    line = _LINK.sub(lambda m: m.group(1) or m.group(2), line)
+    line = _AUTOLINK.sub(r"\1", line)
+    return _ESCAPE.sub(r"\1", line)
+
+
+def _parse_markdown(text: str) -> ParsedDocument:
     sections: list[Section] = []
     path: list[tuple[int, str]] = []
     lines: list[str] = []
     title = ""
+    first_heading = ""
     in_fence = False
 
     def flush() -> None:
@@ -97,26 +136,29 @@ def _parse_markdown(text: str, fallback_title: str) -> ParsedDocument:
         lines.clear()
 
     for line in text.splitlines():
-        if _FENCE.match(line):
+        fence = _FENCE.match(line)
+        if fence:
             in_fence = not in_fence
         match = None if in_fence else _ATX_HEADING.match(line)
         if match is None:
-            lines.append(line)
+            # Code keeps every character; prose loses link targets, image markup and escapes.
+            lines.append(line if in_fence or fence else markdown_clean(line))
             continue
         flush()
-        level, heading = len(match.group(1)), match.group(2).strip()
+        level, heading = len(match.group(1)), markdown_clean(match.group(2).strip())
         if level == 1 and not title:
             title = heading
+        first_heading = first_heading or heading
         path = [(lvl, h) for lvl, h in path if lvl < level] + [(level, heading)]
     flush()
-    return ParsedDocument(title=title or fallback_title, sections=sections)
+    return ParsedDocument(title=title or first_heading, sections=sections)
 
 
 _HTML_BLOCKS = ("p", "li", "pre", "blockquote", "dt", "dd", "td", "th", "figcaption")
 _HTML_HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 
 
-def _parse_html(text: str, fallback_title: str) -> ParsedDocument:
+def _parse_html(text: str) -> ParsedDocument:
     from bs4 import BeautifulSoup
 
     soup = BeautifulSoup(text, "html.parser")
@@ -135,12 +177,14 @@ def _parse_html(text: str, fallback_title: str) -> ParsedDocument:
         lines.clear()
 
     root = soup.body or soup
+    first_heading = ""
     for element in root.find_all([*_HTML_HEADINGS, *_HTML_BLOCKS]):
         if element.name in _HTML_HEADINGS:
             flush()
             level, heading = int(element.name[1]), element.get_text(" ", strip=True)
             if level == 1 and not title:
                 title = heading
+            first_heading = first_heading or heading
             path = [(lvl, h) for lvl, h in path if lvl < level] + [(level, heading)]
         elif element.find_parent(_HTML_BLOCKS) is None:  # nested blocks are inside their parent's text
             block = element.get_text(" ", strip=True)
@@ -152,16 +196,14 @@ def _parse_html(text: str, fallback_title: str) -> ParsedDocument:
     if not sections:  # no block markup at all: take the visible text
         body = root.get_text("\n", strip=True)
         sections = [Section(heading_path=[], text=body)] if body else []
-    return ParsedDocument(title=title or fallback_title, sections=sections)
+    return ParsedDocument(title=title or first_heading, sections=sections)
 
 
-def _parse_text(text: str, fallback_title: str) -> ParsedDocument:
-    first_line = next((line.strip() for line in text.splitlines() if line.strip()), "")
-    title = first_line[:120] if 0 < len(first_line) <= 120 else fallback_title
-    return ParsedDocument(title=title, sections=[Section(heading_path=[], text=text.strip())])
+def _parse_text(text: str) -> ParsedDocument:
+    return ParsedDocument(title=title_from_text(text), sections=[Section(heading_path=[], text=text.strip())])
 
 
-def _parse_pdf(content: bytes, fallback_title: str) -> ParsedDocument:
+def _parse_pdf(content: bytes) -> ParsedDocument:
     from pypdf import PdfReader
 
     reader = PdfReader(io.BytesIO(content), strict=False)
@@ -171,4 +213,4 @@ def _parse_pdf(content: bytes, fallback_title: str) -> ParsedDocument:
         text = (page.extract_text() or "").strip()
         if text:
             sections.append(Section(heading_path=[f"Page {number}"], text=text))
-    return ParsedDocument(title=str(metadata_title).strip() or fallback_title, sections=sections)
+    return ParsedDocument(title=str(metadata_title).strip(), sections=sections)

@@ -21,9 +21,10 @@ class ChunkHit(BaseModel):
     """One chunk found by a search, with every score that placed it.
 
     ``vector_score`` is the raw cosine similarity (1 - cosine distance) of the query
-    and chunk embeddings; ``text_score`` is Postgres ``ts_rank_cd`` (0 when the
-    full-text retriever did not find it); ``fused_score`` is the reciprocal-rank-fusion
-    score the hit was ordered by; ``rerank_score`` is set only when a reranker ran.
+    and chunk embeddings; ``text_score`` is the full-text retriever's idf-weighted score
+    (None when it did not find the chunk); ``fused_score`` is the fusion score the hit
+    was ordered by (relative scores, 0..1, or reciprocal ranks with ``RETRIEVAL_FUSION=rrf``);
+    ``rerank_score`` is set only when a reranker ran.
     """
 
     chunk_id: int
@@ -139,9 +140,12 @@ class IngestReport(BaseModel):
 
 
 class EvalScores(BaseModel):
-    mode: SearchMode
+    mode: str  # a SearchMode, or ``hybrid+rerank``
+    setting: str = ""  # the questions' group; empty: all questions
     questions: int
     recall_at_1: float
     recall_at_5: float
     recall_at_10: float
     mrr: float
+    p50_ms: float = 0.0  # search latency (query embedded beforehand)
+    p95_ms: float = 0.0

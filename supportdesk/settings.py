@@ -268,7 +268,14 @@ RETRIEVAL_EMBEDDING_DIMENSIONS = env.int("RETRIEVAL_EMBEDDING_DIMENSIONS", defau
 RETRIEVAL_EMBEDDING_QUERY_PREFIX = env.str("RETRIEVAL_EMBEDDING_QUERY_PREFIX", default="")
 RETRIEVAL_EMBEDDING_PASSAGE_PREFIX = env.str("RETRIEVAL_EMBEDDING_PASSAGE_PREFIX", default="")
 RETRIEVAL_EMBED_BATCH = env.int("RETRIEVAL_EMBED_BATCH", default=32)
+# The local embedder's OpenMP threads and wait policy, read once when the engine loads.
+# Measured on 2 shared cores (docs/benchmarks.md): one thread that sleeps when idle.
+RETRIEVAL_EMBED_THREADS = env.int("RETRIEVAL_EMBED_THREADS", default=1)
+RETRIEVAL_EMBED_OMP_WAIT_POLICY = env.str("RETRIEVAL_EMBED_OMP_WAIT_POLICY", default="passive")
 RETRIEVAL_CHUNK_TOKENS = env.int("RETRIEVAL_CHUNK_TOKENS", default=200)
+# A zip uploaded in the admin: at most this many documents and uncompressed bytes.
+RETRIEVAL_ZIP_MAX_FILES = env.int("RETRIEVAL_ZIP_MAX_FILES", default=20000)
+RETRIEVAL_ZIP_MAX_BYTES = env.int("RETRIEVAL_ZIP_MAX_BYTES", default=512 * 2**20)
 RETRIEVAL_CHUNK_OVERLAP = env.int("RETRIEVAL_CHUNK_OVERLAP", default=30)
 RETRIEVAL_TOP_K = env.int("RETRIEVAL_TOP_K", default=5)
 # Candidates each retriever contributes to the fusion.
@@ -278,6 +285,14 @@ RETRIEVAL_TEXT_CANDIDATES_PER_TERM = env.int("RETRIEVAL_TEXT_CANDIDATES_PER_TERM
 # A term in more chunks than this (per Postgres statistics) brings no full-text candidates.
 RETRIEVAL_TEXT_MAX_TERM_ROWS = env.int("RETRIEVAL_TEXT_MAX_TERM_ROWS", default=3000)
 RETRIEVAL_HNSW_EF_SEARCH = env.int("RETRIEVAL_HNSW_EF_SEARCH", default=200)
+# How the hybrid fuses its two retrievers: `score` (relative score fusion, weighted by
+# RETRIEVAL_TEXT_WEIGHT) or `rrf` (reciprocal rank fusion with RETRIEVAL_RRF_K).
+RETRIEVAL_FUSION = env.str("RETRIEVAL_FUSION", default="score")
+RETRIEVAL_TEXT_WEIGHT = env.float("RETRIEVAL_TEXT_WEIGHT", default=0.5)
+if RETRIEVAL_FUSION not in ("score", "rrf"):
+    raise ImproperlyConfigured(f"RETRIEVAL_FUSION must be one of score, rrf, not {RETRIEVAL_FUSION!r}")
+if not 0.0 <= RETRIEVAL_TEXT_WEIGHT <= 1.0:
+    raise ImproperlyConfigured(f"RETRIEVAL_TEXT_WEIGHT must be between 0 and 1, not {RETRIEVAL_TEXT_WEIGHT}")
 RETRIEVAL_RRF_K = env.int("RETRIEVAL_RRF_K", default=60)
 # Optional reranker: a vLLM/Infinity-style POST /rerank endpoint; empty = off.
 RETRIEVAL_RERANK_URL = env.str("RETRIEVAL_RERANK_URL", default="")

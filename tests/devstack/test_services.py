@@ -1,11 +1,14 @@
-"""The run command's local services: Redis keeps its data across a restart."""
+"""The run command's local services: Redis keeps its data across a restart; PostgreSQL refuses a busy port."""
 
 from __future__ import annotations
 
+import socket
+
+import pytest
 import redis
 
-from devstack.processes import ProcessGroup, free_port
-from devstack.services import redis_start
+from devstack.processes import ProcessGroup, StackError, free_port
+from devstack.services import postgres_start, redis_start
 
 
 def test_the_run_commands_redis_keeps_queued_work_across_a_restart(tmp_path):
@@ -24,6 +27,21 @@ def test_the_run_commands_redis_keeps_queued_work_across_a_restart(tmp_path):
         assert client.lrange("sgr", 0, -1) == [b"a stage waiting for a worker"]
         client.close()
     finally:
+        group.stop_all()
+
+
+def test_postgres_start_refuses_a_port_already_in_use(tmp_path):
+    busy = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    port = busy.getsockname()[1]
+    group = ProcessGroup(log_dir=tmp_path / "logs")
+    try:
+        with pytest.raises(StackError, match=f"port {port} for PostgreSQL is already in use"):
+            postgres_start(group, data_dir=tmp_path / "test-pg" / "postgres", port=port, database="x")
+        assert not (tmp_path / "test-pg" / "postgres").exists()  # refused before anything was started
+    finally:
+        busy.close()
         group.stop_all()
 
 

@@ -40,3 +40,21 @@ def test_token_estimate_counts_words_and_punctuation():
     assert token_estimate("Hello, world!") == 4
     assert token_estimate("Привет, мир") == 3
     assert token_estimate("") == 0
+
+
+def test_a_punctuation_heavy_table_is_split_to_the_limit_and_each_piece_keeps_its_header():
+    header = "| Setting | Default | Range | Notes |\n|---|:---:|---|---|"
+    rows = "\n".join(f"| option.{i} | {i}.{i}% | [{i}-{i * 2}] | (a/b), {{c}}; <d> |" for i in range(60))
+    drafts = chunks_from_sections([Section(["Limits"], f"{header}\n{rows}")], max_tokens=200, overlap_tokens=30)
+    assert len(drafts) > 3
+    assert all(d.token_count <= 200 for d in drafts)
+    assert all(d.text.startswith(header) for d in drafts)
+    body = "\n".join(d.text for d in drafts)
+    assert all(f"| option.{i} |" in body for i in range(60))  # no row lost
+
+
+def test_a_long_run_of_punctuation_heavy_words_is_cut_by_tokens_not_words():
+    text = " ".join(f"a.b/c-{i}" for i in range(300))  # 7 tokens a word
+    drafts = chunks_from_sections([Section([], text)], max_tokens=60, overlap_tokens=0)
+    assert all(d.token_count <= 60 for d in drafts)
+    assert " ".join(d.text for d in drafts).split() == text.split()

@@ -32,15 +32,38 @@ def test_eval_retrieval_prints_recall_and_mrr_per_retriever(local_embedder, writ
         {"question": "original payment method", "relevant": [Document.objects.get(source__endswith="refunds.md").pk]},
     ]), encoding="utf-8")
     out = io.StringIO()
-    call_command("eval_retrieval", "--file", str(questions), stdout=out)
+    err = io.StringIO()
+    call_command("eval_retrieval", "--file", str(questions), stdout=out, stderr=err)
     lines = out.getvalue().splitlines()
     assert lines[0] == "3 questions"
     rows = {line.split()[0]: [float(x) for x in line.split()[1:]] for line in lines[2:]}
     assert set(rows) == {"vector", "text", "hybrid"}
-    assert all(len(values) == 4 and all(0.0 <= v <= 1.0 for v in values) for values in rows.values())
-    r1, r5, r10, mrr = rows["hybrid"]
+    assert all(len(values) == 6 and all(0.0 <= v <= 1.0 for v in values[:4]) for values in rows.values())
+    assert all(0.0 < values[4] <= values[5] for values in rows.values())  # search latency p50 <= p95, measured
+    assert "3/3" in err.getvalue()  # the progress bar
+    r1, r5, r10, mrr = rows["hybrid"][:4]
     assert r1 <= r5 <= r10 == 1.0 and r1 <= mrr
     assert rows["text"][2] < 1.0  # the paraphrased English question shares no stem with its passage
+
+
+def test_eval_retrieval_embeds_each_question_once_and_scores_each_setting(stub_embedder, write_files, tmp_path):
+    kb_ingest_paths(paths=[str(write_files(DOCS))])
+    stub_embedder.requests.clear()
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text("\n".join(json.dumps(q, ensure_ascii=False) for q in [
+        {"question": "refunds to the original payment method", "relevant": ["refunds.md"], "setting": "en"},
+        {"question": "доставка рабочих дней", "relevant": ["delivery.md"], "setting": "ru"},
+        {"question": "стандартная доставка", "relevant": ["delivery.md"], "setting": "ru"},
+    ]), encoding="utf-8")
+    out = io.StringIO()
+    call_command("eval_retrieval", "--file", str(questions), "--no-progress", stdout=out)
+    embedded = [text for r in stub_embedder.requests if r.path.endswith("/embeddings") for text in r.body["input"]]
+    assert sorted(embedded) == sorted(["refunds to the original payment method", "доставка рабочих дней",
+                                       "стандартная доставка"])
+    lines = out.getvalue().splitlines()
+    assert "-- en (1 questions)" in lines and "-- ru (2 questions)" in lines
+    ru_text = lines[lines.index("-- ru (2 questions)") + 1:][1].split()
+    assert ru_text[0] == "text" and float(ru_text[1]) == 1.0  # both Russian questions share stems with their passage
 
 
 def test_eval_retrieval_rejects_a_bad_file(tmp_path):

@@ -22,14 +22,14 @@ def test_relevance_is_a_monotone_absolute_scale():
     values = [relevance(c) for c in cosines]
     assert values == sorted(values) and all(0.0 <= v <= 1.0 for v in values)
     assert values[0] < 0.01 and values[-1] > 0.99
-    assert relevance(0.83) == pytest.approx(0.5, abs=0.01)  # the calibrated midpoint
+    assert relevance(0.8472) == pytest.approx(0.5, abs=0.01)  # the calibrated midpoint
     assert relevance(None) == 0.0
 
 
 def test_fields_on_a_known_result_set(settings):
     settings.RETRIEVAL_CONFIDENCE_THRESHOLD = 0.5
-    confidence = compute_retrieval_confidence([_hit(0.88, 0), _hit(0.84, 1), _hit(0.75, 2)])
-    expected = [relevance(0.88), relevance(0.84), relevance(0.75)]
+    confidence = compute_retrieval_confidence([_hit(0.88, 0), _hit(0.86, 1), _hit(0.75, 2)])
+    expected = [relevance(0.88), relevance(0.86), relevance(0.75)]
     assert confidence.top_score == pytest.approx(expected[0], abs=1e-4)
     assert confidence.mean_top_k == pytest.approx(sum(expected) / 3, abs=1e-4)
     assert confidence.score_gap == pytest.approx(expected[0] - expected[1], abs=1e-4)

@@ -182,3 +182,36 @@ def test_embedder_failure_keeps_the_previous_version_searchable(stub_embedder, w
     document = Document.objects.get()
     assert document.chunk_count == 3 and Chunk.objects.count() == 3
     assert document.status == Document.Status.READY and "InternalServerError" in document.error
+
+
+def test_titles_come_from_the_document_never_the_file_name(stub_embedder, write_files):
+    long_line = ("This guide explains every step of moving an account between regions. " * 4).strip()
+    root = write_files({
+        "faq_v2-final.txt": f"{long_line}\n\nMore text.",
+        "notes_2024.md": "Some intro without a heading.\n\n## Exports\n\nExports run nightly.",
+        "plain.html": "<p>Opening hours are nine to five.</p>",
+        "short-first.txt": "Opening hours\n\nWe open at nine.",
+    })
+    kb_ingest_paths(paths=[str(root)])
+    titles = {Path(d.source).name: d.title for d in Document.objects.all()}
+    assert titles == {
+        "faq_v2-final.txt": "This guide explains every step of moving an account between regions.",
+        "notes_2024.md": "Exports",
+        "plain.html": "Opening hours are nine to five.",
+        "short-first.txt": "Opening hours",
+    }
+
+
+def test_markdown_chunks_keep_link_text_and_lose_targets_images_and_escapes(stub_embedder, write_files):
+    root = write_files({"links.md": (
+        "# Links\n\nSee [the billing page](https://example.test/billing \"Billing\") and [docs][1].\n"
+        "![Screenshot of the settings](img/settings.png) Step 1\\. Open \\-settings\\- \\*now\\*.\n"
+        "Mail <mailto:help@example.test>.\n\n[1]: https://example.test/docs\n\n"
+        "```\nkeep [raw](code) \\- here\n```\n")})
+    kb_ingest_paths(paths=[str(root)])
+    text = "\n".join(c.text for c in _chunks("links.md"))
+    assert "See the billing page and docs." in text
+    assert "Screenshot of the settings Step 1. Open -settings- *now*." in text
+    assert "Mail mailto:help@example.test." in text
+    assert "https://example.test" not in text and "img/settings.png" not in text and "[1]" not in text
+    assert "keep [raw](code) \\- here" in text  # code is kept as written
