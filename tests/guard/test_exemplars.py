@@ -63,6 +63,10 @@ def test_the_seeds_cover_every_category_in_both_languages_and_share_no_text_with
 def test_the_migrations_seed_the_exemplars():
     assert GuardExemplar.objects.filter(level="Allowed", language="ru").count() >= 50
     assert set(GuardExemplar.objects.exclude(level="Allowed").values_list("category", flat=True)) == set(CATEGORIES)
+    second = GuardExemplar.objects.filter(note="second set: counter-examples and gaps")  # migration 0005
+    for language in ("en", "ru"):
+        assert second.filter(level="Allowed", language=language).count() >= 130
+        assert second.filter(language=language).exclude(level="Allowed").count() >= 50
 
 
 @pytest.mark.django_db
