@@ -237,7 +237,7 @@ GUARD_MOSEC_URL = env.str("GUARD_MOSEC_URL", default="")  # mosec inference URL
 # average MARGIN more similar than the K nearest allowed ones and the nearest harmful one is
 # at least THRESHOLD similar; a near-duplicate (>= NEAR) of one exemplar decides alone.
 GUARD_EXEMPLAR_THRESHOLD = env.float("GUARD_EXEMPLAR_THRESHOLD", default=0.84)
-GUARD_EXEMPLAR_MARGIN = env.float("GUARD_EXEMPLAR_MARGIN", default=0.005)
+GUARD_EXEMPLAR_MARGIN = env.float("GUARD_EXEMPLAR_MARGIN", default=0.006)
 GUARD_EXEMPLAR_K = env.int("GUARD_EXEMPLAR_K", default=5)
 GUARD_EXEMPLAR_NEAR = env.float("GUARD_EXEMPLAR_NEAR", default=0.95)
 GUARD_EXEMPLAR_MATCHES = env.int("GUARD_EXEMPLAR_MATCHES", default=5)  # matched exemplars kept per check

@@ -64,6 +64,7 @@ def seeded_content(django_db_blocker: Any) -> None:
         import_module("sgr.migrations.0003_text_versions").backfill(apps, None)
         import_module("guard.migrations.0002_seed_rules").seed(apps, None)
         import_module("guard.migrations.0004_seed_exemplars").seed(apps, None)
+        import_module("guard.migrations.0005_seed_counter_examples").seed(apps, None)
     exemplar_vectors_stored(django_db_blocker)
 
 
