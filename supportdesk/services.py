@@ -136,6 +136,12 @@ def turn_status_set(*, turn: Turn, status: str, also: tuple[str, ...] = ()) -> N
         turn_event_emit(turn=turn, type="status", payload={"status": status})
 
 
+def turn_lock_at(*, turn: Turn, status: str) -> bool:
+    """Lock the turn's row for the current transaction; True when it is still at ``status`` (a second
+    copy of the stage, sent again by turn recovery, may have moved it on: then do nothing)."""
+    return Turn.objects.select_for_update().filter(pk=turn.pk, status=status).exists()
+
+
 def turn_lock_unfinished(*, turn: Turn) -> bool:
     """Lock the turn's row for the current transaction; False when it has already ended (a second
     copy of its stage, sent again by turn recovery, finished it first): the caller must not end it

@@ -17,7 +17,7 @@ from sgr.strings import ui_string
 from supportdesk.waiting import db_connection_release
 from supportdesk.events import turn_event_emit
 from supportdesk.models import Turn
-from supportdesk.services import turn_fail, turn_finish, turn_status_set
+from supportdesk.services import turn_fail, turn_finish, turn_lock_at, turn_status_set
 from supportdesk.turnlog import stage_logged
 
 
@@ -33,6 +33,8 @@ def guard_stage_run(*, turn: Turn) -> None:
         verdict = message_screen(text=text, language=language)
         log.outcome = verdict.status
         with transaction.atomic():
+            if not turn_lock_at(turn=turn, status=Turn.Status.GUARDING):
+                return  # another copy of this stage (turn recovery) screened it first
             turn.guard_result = verdict.model_dump(mode="json")
             guard_check_record(turn_id=turn.pk, verdict=verdict)
             if verdict.status not in ("blocked", "failed_closed"):  # passed: on to planning

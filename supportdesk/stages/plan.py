@@ -27,7 +27,7 @@ from supportdesk.events import turn_event_emit
 from supportdesk.llm import llm_client
 from supportdesk.models import Turn
 from supportdesk.selectors import context_history, turn_plan_record, turns_before
-from supportdesk.services import message_language, turn_finish, turn_status_set
+from supportdesk.services import message_language, turn_finish, turn_lock_at, turn_status_set
 from supportdesk.turnlog import stage_logged
 
 logger = logging.getLogger(__name__)
@@ -123,6 +123,8 @@ def plan_stage_run(*, turn: Turn) -> None:
         log.outcome = action
         log.tokens = {"prompt": record.prompt_tokens, "completion": record.completion_tokens}
         with transaction.atomic():
+            if not turn_lock_at(turn=turn, status=Turn.Status.PLANNING):
+                return  # another copy of this stage (turn recovery) planned it first: one plan event only
             plan_record_outputs_save(record=record, decision=decision, outputs=outputs)
             turn.plan_result = {
                 "plan_record_id": record.pk,

@@ -158,7 +158,7 @@ def test_a_killed_worker_with_turns_in_every_stage_is_recovered_in_seconds(llm, 
     env.update({"CELERY_VISIBILITY_TIMEOUT": "600", "CELERY_TASK_TIME_LIMIT": "300", "CELERY_TASK_SOFT_TIME_LIMIT": "240",
                 "REDIS_URL": settings.REDIS_URL,  # events reach this test's websocket; only the broker is apart
                 "GUARD_PROVIDER": "qwen3guard", "GUARD_BASE_URL": guard.base_url, "GUARD_TIMEOUT": "20",
-                "GUARD_DEADLINE": "30", "SD_WORKER_CONCURRENCY": "3", "TURN_LEASE_SECONDS": "3",
+                "GUARD_DEADLINE": "30", "SD_WORKER_CONCURRENCY": "3", "TURN_LEASE_SECONDS": "6",
                 "TURN_RECOVERY_SWEEP_SECONDS": "1", "TURN_QUEUE_GRACE_SECONDS": "5"})
     stages = worker_specs(env)[0]
     created = [conversation_create() for _ in range(4)]
