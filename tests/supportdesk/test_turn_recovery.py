@@ -205,9 +205,13 @@ def test_waiting_for_the_local_model_to_start_costs_a_turn_none_of_its_budget(no
 
 
 def test_a_second_copy_of_a_stage_moves_nothing_the_first_already_moved(no_enqueue):
+    from django.db import transaction
+
     from supportdesk.services import turn_lock_at
 
     turn = _turn(Turn.Status.PLANNING)
-    assert turn_lock_at(turn=turn, status=Turn.Status.PLANNING)
+    with transaction.atomic():
+        assert turn_lock_at(turn=turn, status=Turn.Status.PLANNING)
     Turn.objects.filter(pk=turn.pk).update(status=Turn.Status.ANSWERING)  # the first copy planned it
-    assert not turn_lock_at(turn=turn, status=Turn.Status.PLANNING)
+    with transaction.atomic():
+        assert not turn_lock_at(turn=turn, status=Turn.Status.PLANNING)
