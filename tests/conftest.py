@@ -207,6 +207,15 @@ def asgi_server_start(env: dict[str, str], log_path: Path, *options: str) -> tup
             time.sleep(0.2)
 
 
+def until(predicate: Any, timeout: float, what: str, poll: float = 0.1) -> None:
+    """Poll ``predicate`` until it is true; fail naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(poll)
+
+
 def wait_for_turn(turn_id: int, timeout: float = 30.0) -> Any:
     """Poll the database until the turn reaches a terminal status; return it."""
     from supportdesk.models import Turn

@@ -26,7 +26,7 @@ from devstack.processes import ProcessGroup, free_port
 from devstack.services import redis_start
 from devstack.workers import worker_argv, worker_env, worker_specs
 from supportdesk.models import Turn, TurnEvent
-from tests.conftest import ROOT, _database_url, exemplar_vectors_stored
+from tests.conftest import until, ROOT, _database_url, exemplar_vectors_stored
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 
@@ -42,13 +42,6 @@ def _http(method: str, url: str, body: dict | None = None, token: str = "") -> t
     except urllib.error.URLError as exc:  # not listening (yet)
         return 0, {"error": str(exc)}
 
-
-def _until(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
 
 
 class _Stack:
@@ -73,7 +66,7 @@ class _Stack:
         self.stopping = threading.Event()
         self.restarts: list[str] = []
         threading.Thread(target=self._supervise, daemon=True).start()
-        _until(lambda: _http("GET", self.base + "/api/widget/config")[0] == 200, 60, "the web server")
+        until(lambda: _http("GET", self.base + "/api/widget/config")[0] == 200, 60, "the web server")
 
     def _supervise(self) -> None:
         while not self.stopping.wait(0.5):
@@ -115,7 +108,7 @@ def test_a_redis_outage_mid_turn_loses_nothing_and_the_stack_keeps_serving(llm, 
         streaming = stack.conversation()
         status, first = stack.post(streaming, "How do I reset my password?")
         assert status == 202, first
-        _until(lambda: TurnEvent.objects.filter(turn_id=first["id"], type="token").exists(), 60, "the answer to stream")
+        until(lambda: TurnEvent.objects.filter(turn_id=first["id"], type="token").exists(), 60, "the answer to stream")
 
         stack.redis_down()
         status, during = stack.post(_conversation_opened(stack), "Where can I download my invoice?")
@@ -124,7 +117,7 @@ def test_a_redis_outage_mid_turn_loses_nothing_and_the_stack_keeps_serving(llm, 
         time.sleep(3)
         stack.redis_up()
 
-        _until(lambda: _finished(first["id"]) and _finished(during["id"]), 90, "both turns to end")
+        until(lambda: _finished(first["id"]) and _finished(during["id"]), 90, "both turns to end")
         interrupted = Turn.objects.get(pk=first["id"])
         if interrupted.status == Turn.Status.FAILED:  # a clean failure is allowed: localized, message kept
             assert TurnEvent.objects.filter(turn=interrupted, type="error").exists()

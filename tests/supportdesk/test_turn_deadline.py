@@ -11,9 +11,9 @@ import pytest
 from sgr.strings import ui_string
 from supportdesk.models import Turn, TurnEvent
 from supportdesk.services import conversation_create, message_receive
-from tests.conftest import exemplar_vectors_stored, worker_start, workers_stop
+from tests.conftest import until, exemplar_vectors_stored, worker_start, workers_stop
 from tests.llm_stub import Reply
-from tests.supportdesk.test_worker_lost import _isolated, _pipeline_send, _until
+from tests.supportdesk.test_worker_lost import _isolated, _pipeline_send
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 
@@ -36,7 +36,7 @@ def test_a_hanging_model_fails_the_turn_within_its_budget_with_a_localized_error
         turn = message_receive(conversation=conversation_create(language="ru").conversation, text="Как сменить пароль?")
         sent = time.monotonic()
         _pipeline_send(app, turn.pk)
-        _until(lambda: Turn.objects.get(pk=turn.pk).is_finished, 60, "the turn to end")
+        until(lambda: Turn.objects.get(pk=turn.pk).is_finished, 60, "the turn to end")
         took = time.monotonic() - sent
     finally:
         workers_stop([worker])

@@ -23,7 +23,7 @@ from devstack.workers import worker_specs
 from sgr.models import PlanRecord
 from supportdesk.models import Turn, TurnEvent
 from supportdesk.services import conversation_create, message_receive
-from tests.conftest import ROOT, _database_url, exemplar_vectors_stored, worker_start, workers_stop
+from tests.conftest import until, ROOT, _database_url, exemplar_vectors_stored, worker_start, workers_stop
 from tests.llm_stub import Reply, ScriptedLLM
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -50,13 +50,6 @@ def _worker(env: dict[str, str], name: str, log: Path) -> subprocess.Popen:
             env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )
 
-
-def _until(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 def _isolated(llm) -> tuple[dict[str, str], Celery]:
@@ -86,13 +79,13 @@ def test_a_stage_whose_worker_died_is_finished_by_another_worker(llm, no_enqueue
     rescuer = None
     try:
         _pipeline_send(app, turn.pk)
-        _until(lambda: len(llm.chat_requests()) == 1, 60, "the planning call")
+        until(lambda: len(llm.chat_requests()) == 1, 60, "the planning call")
         os.killpg(doomed.pid, signal.SIGKILL)  # the worker and its pool die mid-stage, nothing is acknowledged
         doomed.wait(10)
         assert Turn.objects.get(pk=turn.pk).status == Turn.Status.PLANNING
 
         rescuer = _worker(env, "rescuer", tmp_path / "rescuer.log")
-        _until(lambda: Turn.objects.get(pk=turn.pk).is_finished, 90, "the turn to finish")
+        until(lambda: Turn.objects.get(pk=turn.pk).is_finished, 90, "the turn to finish")
     finally:
         for proc in (doomed, rescuer):
             if proc is not None and proc.poll() is None:
@@ -121,13 +114,13 @@ def test_many_turns_waiting_on_the_model_when_a_threads_worker_dies_each_complet
     try:
         for turn in turns:
             _pipeline_send(app, turn.pk)
-        _until(lambda: len(llm.chat_requests()) == 10, 60, "ten planning calls at once")
+        until(lambda: len(llm.chat_requests()) == 10, 60, "ten planning calls at once")
         os.killpg(doomed.pid, signal.SIGKILL)  # the whole worker, every waiting stage with it
         doomed.wait(10)
         assert set(Turn.objects.filter(pk__in=[t.pk for t in turns]).values_list("status", flat=True)) == {Turn.Status.PLANNING}
 
         rescuer = worker_start(stages, env, tmp_path / "rescuer.log", "rescuer")
-        _until(lambda: all(t.is_finished for t in Turn.objects.filter(pk__in=[t.pk for t in turns])), 120,
+        until(lambda: all(t.is_finished for t in Turn.objects.filter(pk__in=[t.pk for t in turns])), 120,
                "every turn to finish")
     finally:
         workers_stop([p for p in (doomed, rescuer) if p is not None])
@@ -178,11 +171,11 @@ def test_a_killed_worker_with_turns_in_every_stage_is_recovered_in_seconds(llm, 
 
     try:
         send(0)
-        _until(lambda: TurnEvent.objects.filter(turn=turns[0], type="token").exists(), 60, "the first answer tokens")
+        until(lambda: TurnEvent.objects.filter(turn=turns[0], type="token").exists(), 60, "the first answer tokens")
         send(1)
-        _until(lambda: status(turns[1]) == Turn.Status.PLANNING, 30, "the second turn to plan")
+        until(lambda: status(turns[1]) == Turn.Status.PLANNING, 30, "the second turn to plan")
         send(2)
-        _until(lambda: status(turns[2]) == Turn.Status.GUARDING, 30, "the third turn to be screened")
+        until(lambda: status(turns[2]) == Turn.Status.GUARDING, 30, "the third turn to be screened")
         send(3)  # every thread is busy: it waits in the queue
         time.sleep(0.3)
         os.killpg(doomed.pid, signal.SIGKILL)
@@ -191,10 +184,10 @@ def test_a_killed_worker_with_turns_in_every_stage_is_recovered_in_seconds(llm, 
         assert [status(t) for t in turns] == ["answering", "planning", "guarding", "queued"]
 
         rescuer = worker_start(stages, env, tmp_path / "rescuer.log", "rescuer")
-        _until(lambda: all(t.is_finished for t in Turn.objects.filter(pk__in=[t.pk for t in turns])), 90,
+        until(lambda: all(t.is_finished for t in Turn.objects.filter(pk__in=[t.pk for t in turns])), 90,
                "every turn to finish")
         took = time.monotonic() - killed_at
-        frames = client.receive_until(lambda f: f["type"] == "done", timeout=20)
+        frames = client.receiveuntil(lambda f: f["type"] == "done", timeout=20)
     finally:
         workers_stop([p for p in (doomed, rescuer) if p is not None])
         app.control.purge()
