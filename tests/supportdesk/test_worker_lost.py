@@ -187,7 +187,7 @@ def test_a_killed_worker_with_turns_in_every_stage_is_recovered_in_seconds(llm, 
         until(lambda: all(t.is_finished for t in Turn.objects.filter(pk__in=[t.pk for t in turns])), 90,
                "every turn to finish")
         took = time.monotonic() - killed_at
-        frames = client.receiveuntil(lambda f: f["type"] == "done", timeout=20)
+        frames = client.receive_until(lambda f: f["type"] == "done", timeout=20)
     finally:
         workers_stop([p for p in (doomed, rescuer) if p is not None])
         app.control.purge()
