@@ -69,10 +69,10 @@ def worker_argv(spec: WorkerSpec, *, name: str, loglevel: str = "INFO") -> list[
 
 
 def worker_env(env: dict[str, str]) -> dict[str, str]:
-    """Worker environment: one OpenMP thread that sleeps when idle for the in-process embedder.
+    """Worker environment: OpenMP threads that sleep when idle, one unless a library asks for more.
 
     On two shared cores, busy-waiting OpenMP threads fight the other processes (ingestion
-    measured 4-5x faster with one passive thread than with two busy ones); deployments
-    with cores to spare may raise it.
+    measured 4-5x faster with one passive thread than with two busy ones). The local
+    embedder sets its own count when it loads (``RETRIEVAL_EMBED_THREADS``).
     """
     return {"OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "passive", **env}

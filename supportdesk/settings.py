@@ -269,9 +269,14 @@ RETRIEVAL_EMBEDDING_QUERY_PREFIX = env.str("RETRIEVAL_EMBEDDING_QUERY_PREFIX", d
 RETRIEVAL_EMBEDDING_PASSAGE_PREFIX = env.str("RETRIEVAL_EMBEDDING_PASSAGE_PREFIX", default="")
 RETRIEVAL_EMBED_BATCH = env.int("RETRIEVAL_EMBED_BATCH", default=32)
 # The local embedder's OpenMP threads and wait policy, read once when the engine loads.
-# Measured on 2 shared cores (docs/benchmarks.md): one thread that sleeps when idle.
-RETRIEVAL_EMBED_THREADS = env.int("RETRIEVAL_EMBED_THREADS", default=1)
+# Measured on 2 shared cores (docs/benchmarks.md): two threads that sleep when idle (a
+# message's embedding 19 against 28 ms; busy-waiting threads made it 346 ms).
+RETRIEVAL_EMBED_THREADS = env.int("RETRIEVAL_EMBED_THREADS", default=2)
 RETRIEVAL_EMBED_OMP_WAIT_POLICY = env.str("RETRIEVAL_EMBED_OMP_WAIT_POLICY", default="passive")
+# Query vectors shared by every process (retrieval/querycache.py): a turn's stages run in
+# different worker processes and each embeds the message. Empty turns the sharing off.
+RETRIEVAL_QUERY_CACHE_URL = env.str("RETRIEVAL_QUERY_CACHE_URL", default=REDIS_URL)
+RETRIEVAL_QUERY_CACHE_SECONDS = env.int("RETRIEVAL_QUERY_CACHE_SECONDS", default=600)
 RETRIEVAL_CHUNK_TOKENS = env.int("RETRIEVAL_CHUNK_TOKENS", default=200)
 # A zip uploaded in the admin: at most this many documents and uncompressed bytes.
 RETRIEVAL_ZIP_MAX_FILES = env.int("RETRIEVAL_ZIP_MAX_FILES", default=20000)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import uuid
+
 import numpy as np
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from retrieval.embedders import LocalEmbedder, embedder_get
+from retrieval.querycache import query_vectors_get
 
 
 def test_local_embedder_runs_and_separates_meaning(local_embedder):
@@ -97,3 +100,34 @@ def test_misconfiguration_fails_fast(settings):
     settings.RETRIEVAL_EMBEDDER = "magic"
     with pytest.raises(ImproperlyConfigured, match="'local' or 'openai'"):
         embedder_get()
+
+
+def test_query_vectors_are_embedded_once_across_processes(local_embedder, settings):
+    """A turn's stages run in different worker processes: the second one takes the message's vector from Redis."""
+    embedder = embedder_get()
+    assert isinstance(embedder, LocalEmbedder)
+    text = f"where is my parcel {uuid.uuid4()}"
+    first = embedder.embed_queries([text])[0]
+    assert np.allclose(query_vectors_get(embedder.name, [text], embedder.dim)[text], first)
+
+    embedder._recent.clear()  # another process: nothing recent, and its engine must not run
+    calls: list[list[str]] = []
+    real = embedder._embed
+    embedder._embed = lambda texts, *, is_query: calls.append(texts) or real(texts, is_query=is_query)  # type: ignore[method-assign]
+    try:
+        other = f"change my delivery address {uuid.uuid4()}"
+        both = embedder.embed_queries([text, other, text])
+    finally:
+        del embedder._embed
+    assert calls == [[other]]  # only the text nobody had embedded yet
+    assert np.allclose(both[0], first) and np.allclose(both[2], first)
+    assert not np.allclose(both[1], first) and abs(float(np.linalg.norm(both[1])) - 1.0) < 1e-3
+
+
+def test_query_vectors_without_redis_are_embedded_here(local_embedder, settings):
+    settings.RETRIEVAL_QUERY_CACHE_URL = "redis://127.0.0.1:9/0"  # nothing listens: a miss, never an error
+    embedder = embedder_get()
+    text = f"refund to another card {uuid.uuid4()}"
+    vector = embedder.embed_queries([text])[0]
+    assert vector.shape == (384,) and abs(float(np.linalg.norm(vector)) - 1.0) < 1e-3
+    assert query_vectors_get(embedder.name, [text], embedder.dim) == {}
