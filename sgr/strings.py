@@ -206,6 +206,18 @@ BUILTIN_STRINGS: dict[str, dict[str, str]] = {
         "en": "The zip unpacks to {megabytes} MB; at most {limit} MB are accepted at once.",
         "ru": "Zip-архив распаковывается в {megabytes} МБ; за один раз принимается не больше {limit} МБ.",
     },
+    "feedback_turn_unfinished": {
+        "en": "Feedback can be given once the answer is complete.",
+        "ru": "Оценить ответ можно, когда он готов.",
+    },
+    "feedback_bad_rating": {
+        "en": "The rating must be 1 (helpful) or -1 (not helpful).",
+        "ru": "Оценка должна быть 1 (полезно) или -1 (бесполезно).",
+    },
+    "feedback_comment_too_long": {
+        "en": "The comment is too long (at most {max} characters).",
+        "ru": "Комментарий слишком длинный (не более {max} символов).",
+    },
 }
 
 UI_STRINGS_SNAPSHOT = "ui_strings"

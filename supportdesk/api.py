@@ -163,12 +163,4 @@ from supportdesk.api_widget import router as widget_router  # noqa: E402
 
 api.add_router("/v1", ask_router)
 api.add_router("/widget", widget_router)
-
-
-def _routers_add() -> None:
-    from supportdesk.analytics_api import router as analyst_router
-
-    api.add_router("/v1/plan-records", analyst_router)
-
-
-_routers_add()
+# The analyst API (/v1/plan-records) is the read side's: the project's URL wiring mounts it.

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.apps import apps
-
+from retrieval.models import QueryTrace
 from sgr.records import plan_record_get
 from supportdesk.models import Turn
 from supportdesk.selectors import turn_synthetic
@@ -24,20 +23,11 @@ def analysis_section(synthetic: str) -> str:
 
 def query_traces(*, turn: Turn) -> list[dict[str, Any]]:
     """Retrieval's traces of the turn's searches (queries, ranked results with scores, confidence)."""
-    try:
-        model = apps.get_model("retrieval", "QueryTrace")
-    except LookupError:
-        model = None
-    if model is not None:
-        rows = model.objects.filter(turn_id=turn.pk).order_by("pk")
-        return [
-            {"id": t.pk, "queries": t.queries, "results": t.results, "confidence": t.confidence,
-             "latency_ms": t.latency_ms, "error": t.error}
-            for t in rows
-        ]
-    searches = ((turn.diagnostics or {}).get("answer") or {}).get("searches") or []
-    return [{"id": s.get("trace_id"), "queries": [s.get("query")], "results": s.get("sources", []),
-             "confidence": {"top_score": s.get("confidence")}, "error": s.get("error", "")} for s in searches]
+    return [
+        {"id": t.pk, "queries": t.queries, "results": t.results, "confidence": t.confidence,
+         "latency_ms": t.latency_ms, "error": t.error}
+        for t in QueryTrace.objects.filter(turn_id=turn.pk).order_by("pk")
+    ]
 
 
 def turn_debug(*, turn: Turn) -> dict[str, Any]:

@@ -8,8 +8,8 @@ from django.urls import reverse
 
 from retrieval.ingestion import kb_ingest_paths
 from retrieval.tool import search_kb
-from sgr.analytics.filters import PlanRecordFilters
-from sgr.analytics.stats import plan_record_stats
+from analytics.filters import PlanRecordFilters
+from analytics.stats import plan_record_stats
 from supportdesk.batch import _retrieval
 from supportdesk.pipeline import turn_structured
 from tests.analytics.factories import record_make

@@ -27,18 +27,6 @@ ANALYTICS_STRINGS: dict[str, dict[str, str]] = {
         "en": "date_from must not be later than date_to.",
         "ru": "date_from не может быть позже date_to.",
     },
-    "feedback_turn_unfinished": {
-        "en": "Feedback can be given once the answer is complete.",
-        "ru": "Оценить ответ можно, когда он готов.",
-    },
-    "feedback_bad_rating": {
-        "en": "The rating must be 1 (helpful) or -1 (not helpful).",
-        "ru": "Оценка должна быть 1 (полезно) или -1 (бесполезно).",
-    },
-    "feedback_comment_too_long": {
-        "en": "The comment is too long (at most {max} characters).",
-        "ru": "Комментарий слишком длинный (не более {max} символов).",
-    },
 }
 
 for _key, _variants in ANALYTICS_STRINGS.items():
