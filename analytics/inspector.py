@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.core.exceptions import ObjectDoesNotExist
 from pydantic import BaseModel
 
 from guard.models import GuardCheck
 from retrieval.models import QueryTrace
 from sgr.models import PlanRecord
 from supportdesk.models import Turn, TurnEvent
+from supportdesk.outcome import turn_outcome
 
 _TRACE_SKIP = {"id", "turn"}
 # Columns of a trace's ``results`` rows shown as a table, in this order, when present.
@@ -131,8 +131,8 @@ def plan_record_inspection(*, record_id: int) -> Inspection | None:
     if record is None:
         return None
     turn = record.turn
+    outcome = turn_outcome(turn=turn)
     events = list(TurnEvent.objects.filter(turn_id=turn.pk).order_by("seq"))
-    answer_event = next((e for e in reversed(events) if e.type == "answer"), None)
     started = turn.created_at
     timeline = [
         StageTime(
@@ -143,13 +143,9 @@ def plan_record_inspection(*, record_id: int) -> Inspection | None:
         for e in events
         if e.type != "token"
     ]
-    try:
-        feedback_row = turn.feedback
-        feedback: dict[str, Any] | None = {
-            "rating": feedback_row.get_rating_display(), "comment": feedback_row.comment, "at": feedback_row.created_at,
-        }
-    except ObjectDoesNotExist:
-        feedback = None
+    feedback: dict[str, Any] | None = None
+    if outcome.feedback is not None:
+        feedback = {"rating": outcome.feedback.label, "comment": outcome.feedback.comment, "at": outcome.feedback.at}
     checks = [
         {
             "kind": c.kind, "status": c.status, "level": c.level, "provider": c.provider,
@@ -165,13 +161,13 @@ def plan_record_inspection(*, record_id: int) -> Inspection | None:
         raw_arguments=pretty(record.raw_arguments) if record.raw_arguments else "",
         repair_raw_arguments=pretty(record.repair_raw_arguments) if record.repair_raw_arguments else "",
         parse_errors=[str(e) for e in record.parse_errors or []],
-        guardian=pretty(record.guardian),
+        guardian=pretty(outcome.guardian),
         guard_checks=checks,
         traces=_traces(turn),
-        answer=turn.answer_text,
-        answer_missing="" if turn.answer_text else answer_missing_reason(
-            status=turn.status, final_action=record.final_action, error_code=turn.error_code),
-        sources=list((answer_event.payload or {}).get("sources") or []) if answer_event else [],
+        answer=outcome.answer_text,
+        answer_missing="" if outcome.answer_text else answer_missing_reason(
+            status=outcome.status, final_action=outcome.final_action, error_code=outcome.error_code),
+        sources=outcome.sources,
         timeline=timeline,
         tokens={
             "planner_prompt": record.prompt_tokens,
