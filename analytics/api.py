@@ -16,7 +16,6 @@ from ninja import Router, Schema
 from ninja.errors import HttpError
 from pydantic import ValidationError
 
-from analytics import messages  # noqa: F401  (registers the analyst error strings)
 from analytics.exports import CONTENT_TYPES, FORMATS, export_filename, export_stream, record_rows
 from analytics.filters import ORDERINGS, PlanRecordFilters, plan_records_filter
 from analytics.stats import PlanRecordStats, plan_record_stats

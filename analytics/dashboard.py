@@ -16,7 +16,6 @@ from django.template.response import TemplateResponse
 from django.utils import timezone, translation
 from pydantic import ValidationError
 
-from analytics import messages  # noqa: F401  (registers the analyst error strings)
 from analytics.filters import PlanRecordFilters
 from analytics.stats import PlanRecordStats, plan_record_stats
 from sgr.schema import ACTIONS

@@ -1,8 +1,7 @@
-"""Analyst-facing error messages (English and Russian), registered as UI strings so staff can edit them."""
+"""Analyst-facing error messages (English and Russian): UI strings staff can edit, registered by
+:class:`analytics.apps.AnalyticsConfig` (importing this module registers nothing)."""
 
 from __future__ import annotations
-
-from sgr.strings import BUILTIN_STRINGS
 
 ANALYTICS_STRINGS: dict[str, dict[str, str]] = {
     "analytics_error_format": {
@@ -28,6 +27,3 @@ ANALYTICS_STRINGS: dict[str, dict[str, str]] = {
         "ru": "date_from не может быть позже date_to.",
     },
 }
-
-for _key, _variants in ANALYTICS_STRINGS.items():
-    BUILTIN_STRINGS.setdefault(_key, _variants)

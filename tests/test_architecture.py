@@ -6,6 +6,7 @@
   they point at its models by string label only.
 - No code outside migrations reaches another app's models by reflection
   (``_meta.get_field(...).related_model``, ``apps.get_model``): it imports what it reads.
+- Migrations import no live code (only Django and the standard library): they carry their data.
 """
 
 from __future__ import annotations
@@ -24,11 +25,12 @@ WIRING = {"supportdesk/settings.py", "supportdesk/urls.py", "supportdesk/asgi.py
 REFLECTIVE = {"related_model", "get_model"}
 
 
-def _sources(*packages: str) -> Iterator[tuple[str, ast.Module]]:
+def _sources(*packages: str, migrations: bool = False) -> Iterator[tuple[str, ast.Module]]:
+    """Every module of ``packages``: outside migrations, or (``migrations=True``) only migrations."""
     for package in packages:
         for path in sorted((ROOT / package).rglob("*.py")):
             relative = path.relative_to(ROOT).as_posix()
-            if "/migrations/" in relative:
+            if ("/migrations/" in relative) != migrations:
                 continue
             yield relative, ast.parse(path.read_text(encoding="utf-8"), filename=relative)
 
@@ -79,5 +81,15 @@ def test_no_reflective_reads_of_models_outside_migrations():
         for path, tree in _sources(*APPS)
         for node in ast.walk(tree)
         if isinstance(node, ast.Attribute) and node.attr in REFLECTIVE
+    ]
+    assert found == []
+
+
+def test_migrations_import_no_live_code():
+    found = [
+        f"{path}:{line} imports {module}"
+        for path, tree in _sources(*APPS, migrations=True)
+        for line, module in _imports(tree)
+        if _top(module) in APPS
     ]
     assert found == []
