@@ -17,6 +17,7 @@ from ninja.errors import HttpError
 from supportdesk.models import Conversation, Turn, TurnFeedback
 from supportdesk.selectors import conversation_get, conversation_messages, turn_of_conversation
 from supportdesk.feedback import feedback_submit
+from supportdesk.outcome import turn_outcome
 from supportdesk.services import MessageRejected, conversation_open, message_receive
 
 api = NinjaAPI(title="SupportDesk API", version="1", urls_namespace="api")
@@ -149,12 +150,12 @@ def post_feedback(request: HttpRequest, public_id: UUID, turn_id: int, payload: 
 
 
 def turn_out(turn: Turn) -> dict:
-    answer = turn.answer_result or {}
+    outcome = turn_outcome(turn=turn)
     return {
-        "id": turn.pk, "status": turn.status, "ui_response": turn.ui_response, "answer": turn.answer_text,
-        "sources": answer.get("sources", []), "confidence": answer.get("confidence"),
-        "limitations": answer.get("limitations", []), "follow_ups": answer.get("follow_ups", []),
-        "feedback": RATING_NAMES.get(TurnFeedback.objects.filter(turn=turn).values_list("rating", flat=True).first(), ""),
+        "id": outcome.turn_id, "status": outcome.status, "ui_response": outcome.ui_response,
+        "answer": outcome.answer_text, "sources": outcome.sources, "confidence": outcome.confidence,
+        "limitations": outcome.limitations, "follow_ups": outcome.follow_ups,
+        "feedback": RATING_NAMES.get(outcome.feedback.rating, "") if outcome.feedback else "",
     }
 
 
@@ -163,12 +164,4 @@ from supportdesk.api_widget import router as widget_router  # noqa: E402
 
 api.add_router("/v1", ask_router)
 api.add_router("/widget", widget_router)
-
-
-def _routers_add() -> None:
-    from supportdesk.analytics_api import router as analyst_router
-
-    api.add_router("/v1/plan-records", analyst_router)
-
-
-_routers_add()
+# The analyst API (/v1/plan-records) is the read side's: the project's URL wiring mounts it.

@@ -27,6 +27,7 @@ from supportdesk.api import SourceOut, client_ip, rejected
 from supportdesk.apikeys import ApiKeyAuth
 from supportdesk.inspection import turn_ask_structured
 from supportdesk.models import ApiKey, Turn
+from supportdesk.outcome import turn_outcome
 from supportdesk.pipeline import (
     IdempotencyConflict, ask_submit, ask_turn_get, ask_wait_bound, turn_failure, turn_wait_or_current,
 )
@@ -89,9 +90,9 @@ class AskFailed(Schema):
 
 
 def _answer(turn: Turn) -> dict[str, Any]:
-    answer = turn.answer_result or {}
-    return {"turn_id": turn.pk, "status": turn.status, "answer_text": turn.answer_text or turn.ui_response,
-            "sources": answer.get("sources", []), "confidence": answer.get("confidence"), "language": turn.language}
+    outcome = turn_outcome(turn=turn)
+    return {"turn_id": outcome.turn_id, "status": outcome.status, "answer_text": outcome.reply,
+            "sources": outcome.sources, "confidence": outcome.confidence, "language": outcome.language}
 
 
 def _result_url(turn: Turn, structured: bool) -> str:

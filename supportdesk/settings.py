@@ -44,6 +44,8 @@ INSTALLED_APPS = [
     "sgr",
     "guard",
     "retrieval",
+    # The read side (stats, exports, inspector, dashboard, analyst API), above the domain apps.
+    "analytics.apps.AnalyticsConfig",
 ]
 
 MIDDLEWARE = [
