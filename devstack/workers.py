@@ -62,7 +62,7 @@ def worker_argv(spec: WorkerSpec, *, name: str, loglevel: str = "INFO") -> list[
     """The command line of one worker; ``name`` makes its node name unique (``name@host``)."""
     # No gossip or mingle: workers need not follow each other's events (CPU on every one of
     # them) nor sync state at start-up; control commands (ping, inspect) still work.
-    argv = [sys.executable, "-m", "celery", "-A", "supportdesk", "worker", "-Q", spec.queues, "-P", spec.pool,
+    argv = [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", spec.queues, "-P", spec.pool,
             "-c", str(spec.concurrency), "--loglevel", loglevel, "-n", f"{name}-{spec.role}@%h",
             "--without-gossip", "--without-mingle"]
     return ["nice", "-n", str(spec.nice), *argv] if spec.nice else argv

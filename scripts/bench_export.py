@@ -14,7 +14,7 @@ import time
 import tracemalloc
 import uuid
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "supportdesk.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 import django  # noqa: E402
 

@@ -295,7 +295,7 @@ def test_a_stage_worker_loads_the_exemplars_when_it_starts(exemplars, settings):
 
     from guard.exemplars import SNAPSHOT_PREFIX
     from retrieval.embedders import embedder_get
-    from supportdesk.celery import worker_guard_warm
+    from config.celery import worker_guard_warm
 
     settings.GUARD_PROVIDER = "rules,exemplars"
     name = SNAPSHOT_PREFIX + embedder_get().name

@@ -62,8 +62,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
-ROOT_URLCONF = "supportdesk.urls"
-ASGI_APPLICATION = "supportdesk.asgi.application"
+ROOT_URLCONF = "config.urls"
+ASGI_APPLICATION = "config.asgi.application"
 
 TEMPLATES = [
     {
@@ -88,7 +88,7 @@ DATABASES["default"].setdefault("CONN_MAX_AGE", 0)
 # The web process (ASGI: each sync call may run in another thread) borrows connections
 # from a psycopg pool instead of opening one per call; the pool's size also caps how many
 # connections a burst of requests can take. Celery workers keep one connection per
-# process instead (see supportdesk.celery).
+# process instead (see config.celery).
 if env.bool("DB_POOL", default=True):
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": env.int("DB_POOL_MIN_SIZE", default=2),
@@ -158,7 +158,7 @@ CELERY_TASK_ROUTES = {
     "retrieval.*": {"queue": "ingest"},
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-# Workers reuse their database connection across tasks (see supportdesk.celery):
+# Workers reuse their database connection across tasks (see config.celery):
 # Celery recycles it after this many tasks, Django after WORKER_DB_CONN_MAX_AGE seconds.
 CELERY_DB_REUSE_MAX = env.int("CELERY_DB_REUSE_MAX", default=1000)
 WORKER_DB_CONN_MAX_AGE = env.int("WORKER_DB_CONN_MAX_AGE", default=600)

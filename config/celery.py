@@ -7,7 +7,7 @@ from typing import Any
 
 from celery import Celery, signals
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "supportdesk.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 app = Celery("supportdesk")
 app.config_from_object("django.conf:settings", namespace="CELERY")
