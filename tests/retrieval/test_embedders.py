@@ -27,8 +27,10 @@ def test_local_embedder_runs_and_separates_meaning(local_embedder):
     assert (passages @ ru_query).argmax() == 1
 
 
-def test_a_message_embedded_again_as_a_query_reuses_its_vector(local_embedder):
+def test_a_message_embedded_again_as_a_query_reuses_its_vector(local_embedder, settings):
     """The guardian, the planner and the first search of a turn all embed its message."""
+    settings.RETRIEVAL_QUERY_CACHE_URL = ""  # this process's own memory only (the shared cache: below)
+    message, other = f"How do I reset my password? {uuid.uuid4()}", f"and my e-mail? {uuid.uuid4()}"
     embedder = LocalEmbedder(batch_size=8)
     real = embedder._model
     calls: list[object] = []
@@ -41,14 +43,14 @@ def test_a_message_embedded_again_as_a_query_reuses_its_vector(local_embedder):
             return real.encode(texts, is_query)
 
     embedder._model = Counting()
-    first = embedder.embed_queries(["How do I reset my password?"])
+    first = embedder.embed_queries([message])
     first[0, 0] = 42.0  # a caller's change must not reach the next caller
-    again = embedder.embed_queries(["How do I reset my password?"])
+    again = embedder.embed_queries([message])
     assert len(calls) == 1 and again[0, 0] != 42.0
-    assert np.allclose(again, LocalEmbedder(batch_size=8).embed_queries(["How do I reset my password?"]), atol=1e-6)
-    embedder.embed_passages(["How do I reset my password?"])  # passages are embedded every time
-    embedder.embed_queries(["How do I reset my password?", "and my e-mail?"])  # so are batches
-    assert len(calls) == 3
+    assert np.allclose(again, LocalEmbedder(batch_size=8).embed_queries([message]), atol=1e-6)
+    embedder.embed_passages([message])  # passages are embedded every time
+    both = embedder.embed_queries([message, other])  # a batch embeds only what it has not seen
+    assert calls[1:] == [message, other] and np.allclose(both[0], again[0])
 
 
 def test_local_embedder_uses_query_and_passage_prefixes(local_embedder):
