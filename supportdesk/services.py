@@ -17,7 +17,7 @@ from supportdesk.events import turn_event_emit, turn_events_flush
 from supportdesk.models import Conversation, Message, Turn, new_access_token, token_hash
 from supportdesk.ratelimit import rate_limit_exceeded
 from supportdesk.textclean import text_clean, text_visible
-from supportdesk.turnlog import stage_diagnostics_flush
+from supportdesk.pipeline.turnlog import stage_diagnostics_flush
 
 logger = logging.getLogger(__name__)
 
@@ -118,8 +118,8 @@ def message_receive(*, conversation: Conversation, text: object, client_ip: str 
 def _enqueue_turn(turn_id: int) -> None:
     """Send the turn's stages to the workers. With the broker away the message is still accepted:
     the turn is marked for the recovery sweeper, which sends it once the broker is back."""
-    from supportdesk.recovery import turn_recovery_due  # both import services; avoid the cycle
-    from supportdesk.tasks import turn_pipeline
+    from supportdesk.pipeline.recovery import turn_recovery_due  # both import services; avoid the cycle
+    from supportdesk.pipeline.runner import turn_pipeline
 
     try:
         turn_pipeline(turn_id).apply_async()

@@ -20,7 +20,7 @@ from guard.screening import message_screen
 from guard.taxonomy import CATEGORIES
 from supportdesk.models import Turn
 from supportdesk.services import conversation_create, message_receive
-from supportdesk.tasks import guard_task
+from supportdesk.pipeline.runner import guard_task
 from tests.guard.conftest import guard  # noqa: F401 (fixture)
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from supportdesk.outcome import turn_outcome
-from supportdesk.pipeline import TurnTimeout, ask_submit, turn_wait
+from supportdesk.pipeline.submit import TurnTimeout, ask_submit, turn_wait
 from supportdesk.services import conversation_create, message_receive
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from sgr.strings import ui_string
-from supportdesk import recovery
+from supportdesk.pipeline import recovery
 from supportdesk.llm import call_time_left, calls_deadline, llm_client
 from supportdesk.models import Turn, TurnEvent
 from supportdesk.services import conversation_create, message_receive
@@ -191,7 +191,7 @@ def test_a_turn_ends_once_even_when_two_copies_of_its_stage_finish_it(no_enqueue
 
 
 def test_waiting_for_the_local_model_to_start_costs_a_turn_none_of_its_budget(no_enqueue, sent, settings):
-    from supportdesk.tasks import turn_deadline
+    from supportdesk.pipeline.runner import turn_deadline
 
     settings.TURN_QUEUE_GRACE_SECONDS = 60
     turn = _turn(Turn.Status.PLANNING)

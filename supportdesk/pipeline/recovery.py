@@ -205,7 +205,7 @@ _STAGE_OF: dict[str, str] = {Turn.Status.QUEUED: "guard", Turn.Status.GUARDING: 
 
 def stage_send(turn: Turn) -> None:
     """Enqueue the turn's current stage and the ones after it."""
-    from supportdesk.tasks import turn_pipeline  # tasks import this module
+    from supportdesk.pipeline.runner import turn_pipeline  # tasks import this module
 
     turn_pipeline(turn.pk, start=_STAGE_OF[turn.status]).apply_async()
 

@@ -28,7 +28,7 @@ from supportdesk.llm import llm_client
 from supportdesk.models import Turn
 from supportdesk.selectors import context_history, turn_plan_record, turns_before
 from supportdesk.services import message_language, turn_finish, turn_lock_at, turn_status_set
-from supportdesk.turnlog import stage_logged
+from supportdesk.pipeline.turnlog import stage_logged
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ def kb_relevance_measure(*, text: str, language: str) -> float | None:
     try:
         value = kb_relevance(text=text, language=language)
     except DATABASE_BUSY:
-        raise  # no connection to be had: the stage goes back to the queue (supportdesk.tasks)
+        raise  # no connection to be had: the stage goes back to the queue (supportdesk.pipeline.runner)
     except Exception:
         logger.exception("kb_relevance failed; planning with unknown relevance")
         return None

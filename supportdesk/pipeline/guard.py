@@ -18,7 +18,7 @@ from supportdesk.waiting import db_connection_release
 from supportdesk.events import turn_event_emit
 from supportdesk.models import Turn
 from supportdesk.services import turn_fail, turn_finish, turn_lock_at, turn_status_set
-from supportdesk.turnlog import stage_logged
+from supportdesk.pipeline.turnlog import stage_logged
 
 
 def guard_stage_run(*, turn: Turn) -> None:

@@ -75,7 +75,7 @@ def kb_search(*, query: str | list[str], turn_id: int, language: str) -> KbResul
     try:
         result = search_kb(queries if len(queries) > 1 else queries[0], turn_id=turn_id, language=language)
     except DATABASE_BUSY:
-        raise  # no connection to be had: the stage goes back to the queue (supportdesk.tasks)
+        raise  # no connection to be had: the stage goes back to the queue (supportdesk.pipeline.runner)
     except Exception as exc:  # a broken index must not fail the turn: the model answers without it
         logger.exception("search_kb failed for turn %s", turn_id)
         return KbResult(query=joined, queries=queries, error=f"{type(exc).__name__}: {exc}")
