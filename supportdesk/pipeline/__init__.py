@@ -9,7 +9,10 @@
   (:mod:`.answer.stage`, with its helpers beside it).
 - :mod:`.runner`: the Celery tasks that run one stage each, under a lease, within the turn's
   time budget; :mod:`.recovery`: the sweeper that sends a stranded stage again.
-- :mod:`.turnlog`: one structured log line per stage.
+- :mod:`.turnlog`, :mod:`.leases`: what the stages and the runner share (the stage log, a
+  stage ending its turn; the turn's lease and time budget).
 
+Imports point down this list's dependency order and never in a circle
+(``tests/test_architecture.py`` checks it); ``supportdesk.services`` knows none of it.
 This module imports nothing, so importing one stage does not load the others.
 """

@@ -1,9 +1,10 @@
-"""Celery tasks of a turn: thin wrappers that load the turn and run one stage.
+"""The runner: a turn's Celery tasks, thin wrappers that load the turn and run one stage.
 
 Each task takes the turn id only, is idempotent per stage (the stage functions
 check the turn's status), acks late, retries transient LLM failures with
 backoff, and on final failure ends the turn as ``failed`` with a localized error
-event instead of crashing the worker.
+event instead of crashing the worker. The worker finds the tasks through
+``supportdesk/tasks.py`` (Celery's autodiscovery); their names are the queues' routes.
 """
 
 from __future__ import annotations
@@ -21,12 +22,12 @@ from supportdesk.waiting import DATABASE_BUSY, stage_working
 from supportdesk.llm import LLMStreamInterrupted, calls_deadline
 from supportdesk.models import Turn
 from supportdesk.modelstate import model_gate
-from supportdesk.pipeline.recovery import lease_owner_name, stage_lease, turn_budget_start
-from supportdesk.selectors import turn_get_for_stage
-from supportdesk.services import turn_fail
 from supportdesk.pipeline.answer.stage import answer_stage_run
 from supportdesk.pipeline.guard import guard_stage_run
+from supportdesk.pipeline.leases import lease_owner_name, stage_lease, turn_budget_start
 from supportdesk.pipeline.plan import plan_stage_run
+from supportdesk.selectors import turn_get_for_stage
+from supportdesk.services import turn_fail
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,8 @@ from guard.models import GuardCheck, GuardRule
 from sgr.models import PlanRecord
 from sgr.strings import ui_string
 from supportdesk.models import Message, Turn, TurnEvent
-from supportdesk.services import conversation_create, message_receive
+from supportdesk.pipeline.submit import message_receive
+from supportdesk.services import conversation_create
 from supportdesk.pipeline.runner import answer_task, guard_task, sgr_task
 from tests.guard.conftest import MOSEC_PATH, guard, mosec_body, rules_replace, script_failure  # noqa: F401 (guard: fixture)
 

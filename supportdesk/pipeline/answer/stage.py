@@ -22,10 +22,10 @@ from supportdesk.events import turn_event_emit, turn_events_flush
 from supportdesk.llm import llm_client
 from supportdesk.models import Message, Turn, TurnEvent
 from supportdesk.selectors import context_history, turn_synthetic
-from supportdesk.services import turn_diagnostics_merge, turn_finish, turn_lock_unfinished
 from supportdesk.pipeline.answer.echo_filter import answer_text_clean
-from supportdesk.pipeline.guard import answer_moderate
-from supportdesk.pipeline.turnlog import stage_logged
+from supportdesk.pipeline.answer.moderation import answer_moderate
+from supportdesk.pipeline.turnlog import stage_finish, stage_logged
+from supportdesk.services import turn_diagnostics_merge, turn_lock_unfinished
 
 ANSWER_SYSTEM_PROMPT = (
     "You are a helpful customer-support assistant. Answer the customer's last message "
@@ -170,4 +170,4 @@ def answer_save(*, turn: Turn, final: FinalAnswer, diagnostics: dict[str, Any]) 
             turn_event_emit(turn=turn, type="citation", payload=source.model_dump())
         turn_event_emit(turn=turn, type="answer", payload=public)
         # The answer is saved with the final status, in one UPDATE.
-        turn_finish(turn=turn, status=Turn.Status.DONE, also=("answer_message", "answer_text", "answer_result"))
+        stage_finish(turn=turn, status=Turn.Status.DONE, also=("answer_message", "answer_text", "answer_result"))
