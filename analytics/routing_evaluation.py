@@ -20,7 +20,7 @@ from sgr.planner import PlanningContext, plan_request
 from sgr.routing import route
 from sgr.schema import ACTIONS, Action
 from supportdesk.llm import llm_client
-from supportdesk.stages.plan import kb_relevance_measure
+from supportdesk.pipeline.plan import kb_relevance_measure
 
 ERROR = "error"  # the guardian failed closed or the model was unreachable: no routing decision
 

@@ -17,7 +17,7 @@ from analytics.api import router as analyst_router
 from supportdesk.api import router as conversations_router
 from supportdesk.api_ask import router as ask_router
 from supportdesk.api_widget import router as widget_router
-from supportdesk.pipeline import IdempotencyConflict
+from supportdesk.pipeline.submit import IdempotencyConflict
 from supportdesk.services import MessageRejected
 
 api = NinjaAPI(title="SupportDesk API", version="1", urls_namespace="api")

@@ -87,19 +87,19 @@ def worker_db_connections_persist(sender: Any = None, **kwargs: Any) -> None:
 
 @signals.worker_ready.connect
 def worker_recovery_start(sender: Any = None, **kwargs: Any) -> None:
-    """Turn recovery (``supportdesk.recovery``) runs in every process that runs stages: here, in the
+    """Turn recovery (``supportdesk.pipeline.recovery``) runs in every process that runs stages: here, in the
     main process of a threads, gevent or solo worker; in each child of a prefork one (below)."""
     pool_cls = getattr(getattr(sender, "controller", None), "pool_cls", None)
     if pool_cls is None or pool_kind(pool_cls) == "prefork":
         return
-    from supportdesk.recovery import recovery_thread_start
+    from supportdesk.pipeline.recovery import recovery_thread_start
 
     recovery_thread_start()
 
 
 @signals.worker_process_init.connect
 def worker_child_recovery_start(**kwargs: Any) -> None:
-    from supportdesk.recovery import recovery_thread_start
+    from supportdesk.pipeline.recovery import recovery_thread_start
 
     recovery_thread_start()
 
@@ -111,7 +111,7 @@ def worker_db_connections_close(**kwargs: Any) -> None:
     from django.db import connections
 
     from supportdesk.events import turn_events_flush
-    from supportdesk.recovery import recovery_thread_stop
+    from supportdesk.pipeline.recovery import recovery_thread_stop
 
     recovery_thread_stop()
     turn_events_flush()

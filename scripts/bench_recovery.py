@@ -45,7 +45,8 @@ from retrieval.embedders import embedder_get  # noqa: E402
 from devstack.workers import worker_argv, worker_env, worker_specs  # noqa: E402
 from config.celery import app as celery_app  # noqa: E402
 from supportdesk.models import Message, Turn, TurnEvent  # noqa: E402
-from supportdesk.services import conversation_create, message_receive  # noqa: E402
+from supportdesk.pipeline.submit import message_receive  # noqa: E402
+from supportdesk.services import conversation_create  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_turns import StubProcess  # noqa: E402

@@ -21,7 +21,7 @@ from guard.evaluation import percentile
 from sgr.schema import Action
 from supportdesk.models import Turn, TurnEvent
 from supportdesk.outcome import turn_outcome
-from supportdesk.pipeline import ask_submit, turn_wait_or_current
+from supportdesk.pipeline.submit import ask_submit, turn_wait_or_current
 
 
 class AnswerCase(BaseModel):

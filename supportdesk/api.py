@@ -18,7 +18,8 @@ from supportdesk.models import Conversation, Turn, TurnFeedback
 from supportdesk.selectors import conversation_get, conversation_messages, turn_of_conversation
 from supportdesk.feedback import feedback_submit
 from supportdesk.outcome import turn_outcome
-from supportdesk.services import conversation_open, message_receive
+from supportdesk.pipeline.submit import message_receive
+from supportdesk.services import conversation_open
 
 router = Router(tags=["conversations"])
 

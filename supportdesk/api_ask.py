@@ -28,7 +28,7 @@ from supportdesk.apikeys import ApiKeyAuth
 from supportdesk.inspection import turn_ask_structured
 from supportdesk.models import ApiKey, Turn
 from supportdesk.outcome import turn_outcome
-from supportdesk.pipeline import (
+from supportdesk.pipeline.submit import (
     ask_submit, ask_turn_get, ask_wait_bound, turn_failure, turn_wait_or_current,
 )
 

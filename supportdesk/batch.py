@@ -1,7 +1,7 @@
 """Batch processing of support requests from a spreadsheet (``manage.py process_requests_xlsx``).
 
 Each row becomes ``# subject`` plus its HTML converted to Markdown, and runs
-through the same Celery pipeline as the widget (:mod:`supportdesk.pipeline`),
+through the same Celery pipeline as the widget (:mod:`supportdesk.pipeline.submit`),
 then its structured result is written to the output workbook.
 
 - The output is rewritten atomically (a temporary file in the same directory,
@@ -31,7 +31,7 @@ from openpyxl import Workbook, load_workbook
 from retrieval.models import QueryTrace
 from supportdesk.htmlmd import html_to_markdown
 from supportdesk.outcome import TurnOutcome, turn_outcome
-from supportdesk.pipeline import TurnTimeout, ask_submit, turn_wait
+from supportdesk.pipeline.submit import TurnTimeout, ask_submit, turn_wait
 from supportdesk.services import MessageRejected
 
 OUTPUT_COLUMNS: tuple[str, ...] = (

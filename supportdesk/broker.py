@@ -10,7 +10,7 @@ With the stock transport (kombu 5.x) a worker exits when Redis goes away and com
 Here both become a logged warning and the consumer reconnects by itself. Nothing is lost: a
 message delivered but never acknowledged stays in Redis's unacked index and is delivered again
 after the visibility timeout (its stage then finds the turn done, or leased, and does nothing);
-the turn recovery sweeper (``supportdesk.recovery``) sends a stranded stage again long before.
+the turn recovery sweeper (``supportdesk.pipeline.recovery``) sends a stranded stage again long before.
 Selected by ``CELERY_BROKER_TRANSPORT``; the broker URL stays ``redis://``.
 """
 

@@ -20,7 +20,8 @@ from sgr.strings import ui_string
 from supportdesk.events import conversation_events_after, conversation_group
 from supportdesk.models import Conversation
 from supportdesk.selectors import conversation_get_authorized
-from supportdesk.services import MessageRejected, message_receive
+from supportdesk.pipeline.submit import message_receive
+from supportdesk.services import MessageRejected
 
 T = TypeVar("T")
 CLOSE_UNAUTHORIZED = 4403

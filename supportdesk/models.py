@@ -99,7 +99,7 @@ class Turn(models.Model):
     answer_result = models.JSONField(null=True, blank=True)
     # Latency and tokens per stage, agent iterations, searches (staff and analysts only).
     diagnostics = models.JSONField(default=dict, blank=True)
-    # Turn recovery (supportdesk.recovery): the task running the turn's current stage holds a
+    # Turn recovery (supportdesk.pipeline.recovery): the task running the turn's current stage holds a
     # lease its worker renews; a lease that lapses (the worker died) or a turn left unclaimed too
     # long (its stage never reached a worker) is handed to the stage again by the sweeper.
     lease_owner = models.CharField(max_length=200, blank=True, default="")

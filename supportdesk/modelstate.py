@@ -96,7 +96,8 @@ def model_gate(task: Task, stage: str) -> None:
     again.apply_async()
     turn_id = args[0] if args else kwargs.get("turn_id")
     if turn_id is not None:
-        from supportdesk.recovery import turn_waits_for_model  # recovery imports the stages' services
+        # Lazy: devstack imports this module before Django is set up, and the leases need its models.
+        from supportdesk.pipeline.leases import turn_waits_for_model
 
         turn_waits_for_model(turn_id=int(turn_id))
     logger.info("stage %s of turn %s waits for the model to start; again in %.0fs", stage, turn_id, countdown)

@@ -1,9 +1,13 @@
-"""Conversation-domain services: the only code that writes conversations and turns."""
+"""Conversation-domain services: the only code that writes conversations and turns.
+
+They know nothing of the pipeline (:mod:`supportdesk.pipeline`) that runs a turn's stages:
+a new turn is submitted by :mod:`supportdesk.pipeline.submit`, and a stage ends its turn
+through :mod:`supportdesk.pipeline.turnlog`, which stores the stage's figures first.
+"""
 
 from __future__ import annotations
 
 import json
-import logging
 import random
 from typing import Any
 from dataclasses import dataclass
@@ -14,12 +18,9 @@ from django.db import connection, transaction
 from retrieval.language import language_detect
 from sgr.strings import supported_language, ui_string
 from supportdesk.events import turn_event_emit, turn_events_flush
-from supportdesk.models import Conversation, Message, Turn, new_access_token, token_hash
+from supportdesk.models import Conversation, Turn, new_access_token, token_hash
 from supportdesk.ratelimit import rate_limit_exceeded
 from supportdesk.textclean import text_clean, text_visible
-from supportdesk.turnlog import stage_diagnostics_flush
-
-logger = logging.getLogger(__name__)
 
 
 class MessageRejected(ValueError):
@@ -95,39 +96,6 @@ def message_language(*, text: str) -> str | None:
     return supported_language(detected) if detected else None
 
 
-def message_receive(*, conversation: Conversation, text: object, client_ip: str | None = None) -> Turn:
-    """Save the customer's message and its turn atomically, then start the pipeline.
-
-    The message is committed before anything can fail downstream; the Celery chain
-    is enqueued only after the commit, so workers always find the rows. A rejected
-    message (empty, too long, too fast) is not saved: the client keeps it to retry.
-    """
-    cleaned = message_validate(text=text, language=conversation.language)
-    message_rate_check(conversation=conversation, client_ip=client_ip)
-    with transaction.atomic():
-        message = Message.objects.create(conversation=conversation, role=Message.Role.USER, text=cleaned)
-        # The reply follows the message's language, whatever the widget's (issue: a Russian
-        # question in the English widget is answered in Russian).
-        language = message_language(text=cleaned) or conversation.language
-        turn = Turn.objects.create(conversation=conversation, user_message=message, language=language)
-        turn_event_emit(turn=turn, type="status", payload={"status": turn.status})
-        transaction.on_commit(lambda: _enqueue_turn(turn.pk))
-    return turn
-
-
-def _enqueue_turn(turn_id: int) -> None:
-    """Send the turn's stages to the workers. With the broker away the message is still accepted:
-    the turn is marked for the recovery sweeper, which sends it once the broker is back."""
-    from supportdesk.recovery import turn_recovery_due  # both import services; avoid the cycle
-    from supportdesk.tasks import turn_pipeline
-
-    try:
-        turn_pipeline(turn_id).apply_async()
-    except Exception:
-        logger.warning("turn %s: the broker is unreachable; the recovery sweeper will send it", turn_id, exc_info=True)
-        turn_recovery_due(turn_id=turn_id)
-
-
 def turn_status_set(*, turn: Turn, status: str, also: tuple[str, ...] = ()) -> None:
     """Move a turn to ``status`` and tell the customer; ``also``: other fields the caller set, saved with it."""
     with transaction.atomic(savepoint=False):
@@ -158,7 +126,6 @@ def turn_fail(*, turn: Turn, stage: str, code: str, detail: str = "", message_ke
     language = turn.language
     if message_key is None:
         message_key = "error_llm_unavailable" if code == "llm_unavailable" else "error_internal"
-    stage_diagnostics_flush()
     with transaction.atomic(savepoint=False):
         if not turn_lock_unfinished(turn=turn):
             return
@@ -177,7 +144,6 @@ def turn_fail(*, turn: Turn, stage: str, code: str, detail: str = "", message_ke
 
 def turn_finish(*, turn: Turn, status: str, also: tuple[str, ...] = ()) -> None:
     """Close a turn with a terminal status and the final ``done`` event (``also``: as for turn_status_set)."""
-    stage_diagnostics_flush()
     with transaction.atomic(savepoint=False):
         if not turn_lock_unfinished(turn=turn):
             return

@@ -30,7 +30,7 @@ from django.db import connections
 
 # No database connection to be had: a worker's pool at its cap under a burst (after
 # WORKER_DB_POOL_TIMEOUT), or PostgreSQL away. Not the turn's fault: code that otherwise
-# degrades gracefully lets these through, and the stage goes back to the queue (supportdesk.tasks).
+# degrades gracefully lets these through, and the stage goes back to the queue (supportdesk.pipeline.runner).
 DATABASE_BUSY = (db.OperationalError, db.InterfaceError)
 
 

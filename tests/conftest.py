@@ -109,7 +109,7 @@ def fresh_rate_limits() -> Iterator[None]:
 def no_enqueue(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Record turns instead of sending their pipeline to the broker (tests without a worker)."""
     enqueued: list[int] = []
-    monkeypatch.setattr("supportdesk.services._enqueue_turn", enqueued.append)
+    monkeypatch.setattr("supportdesk.pipeline.submit._enqueue_turn", enqueued.append)
     return enqueued
 
 

@@ -19,8 +19,9 @@ from guard.models import GuardCheck, GuardExemplar
 from guard.screening import message_screen
 from guard.taxonomy import CATEGORIES
 from supportdesk.models import Turn
-from supportdesk.services import conversation_create, message_receive
-from supportdesk.tasks import guard_task
+from supportdesk.pipeline.submit import message_receive
+from supportdesk.services import conversation_create
+from supportdesk.pipeline.runner import guard_task
 from tests.guard.conftest import guard  # noqa: F401 (fixture)
 
 ROOT = Path(__file__).resolve().parents[2]

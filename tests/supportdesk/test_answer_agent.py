@@ -7,11 +7,11 @@ import json
 import pytest
 
 from sgr.schema import TOOL_NAME as SGR_TOOL
-from supportdesk.answer.final import final_answer_build
-from supportdesk.answer.kb import KbResult, KbSource
+from supportdesk.pipeline.answer.final import final_answer_build
+from supportdesk.pipeline.answer.kb import KbResult, KbSource
 from supportdesk.models import Turn, TurnEvent
-from supportdesk.stages.answer import answer_stage_run
-from supportdesk.stages.plan import plan_stage_run
+from supportdesk.pipeline.answer.stage import answer_stage_run
+from supportdesk.pipeline.plan import plan_stage_run
 from tests.llm_stub import Reply, ScriptedLLM
 from tests.sgr.factories import plan_args, sgr_isolated, turn_make
 

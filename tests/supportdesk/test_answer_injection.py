@@ -11,8 +11,8 @@ from sgr.models import PlanRecord
 from sgr.schema import TOOL_NAME
 from supportdesk.models import Turn
 from supportdesk.services import conversation_create
-from supportdesk.stages.answer import answer_stage_run
-from supportdesk.stages.plan import plan_stage_run
+from supportdesk.pipeline.answer.stage import answer_stage_run
+from supportdesk.pipeline.plan import plan_stage_run
 from tests.llm_stub import ScriptedLLM
 from tests.sgr.factories import plan_args, sgr_isolated, turn_make
 

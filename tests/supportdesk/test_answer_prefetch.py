@@ -11,8 +11,8 @@ import pytest
 from retrieval.ingestion import kb_ingest_paths
 from retrieval.models import QueryTrace
 from supportdesk.models import Turn, TurnEvent
-from supportdesk.stages.answer import answer_stage_run
-from supportdesk.stages.plan import plan_stage_run
+from supportdesk.pipeline.answer.stage import answer_stage_run
+from supportdesk.pipeline.plan import plan_stage_run
 from tests.llm_stub import Reply, ScriptedLLM
 from tests.sgr.factories import plan_args, sgr_isolated, turn_make
 

@@ -12,7 +12,7 @@ from django.test import Client
 from sgr.models import PlanRecord
 from supportdesk.apikeys import api_key_create
 from supportdesk.models import Conversation, Turn
-from supportdesk.pipeline import ask_wait_bound
+from supportdesk.pipeline.submit import ask_wait_bound
 from tests.llm_stub import Reply, ScriptedLLM
 from tests.sgr.factories import sgr_isolated
 

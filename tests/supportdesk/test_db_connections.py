@@ -10,7 +10,8 @@ from django.conf import settings
 from django.db import connection, connections
 
 from supportdesk.models import Turn
-from supportdesk.services import conversation_create, message_receive
+from supportdesk.pipeline.submit import message_receive
+from supportdesk.services import conversation_create
 from tests.conftest import wait_for_turn
 
 pytestmark = pytest.mark.django_db(transaction=True)

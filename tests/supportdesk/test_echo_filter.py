@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from supportdesk.stages.echo_filter import AnalysisEchoFilter
+from supportdesk.pipeline.answer.echo_filter import AnalysisEchoFilter
 
 SYNTHETIC = "## Analysis\n- Intent: reset password\n- Action: normal\n\n## Response\nLet me look that up."
 
@@ -70,7 +70,7 @@ def test_a_heading_in_the_middle_of_the_answer_is_dropped():
 
 
 def test_clean_is_the_stream_filter_on_a_whole_text_and_is_idempotent():
-    from supportdesk.stages.echo_filter import answer_text_clean
+    from supportdesk.pipeline.answer.echo_filter import answer_text_clean
 
     dirty = SYNTHETIC + "\n\nYou can reset it in Settings."
     clean = answer_text_clean(text=dirty, synthetic=SYNTHETIC)

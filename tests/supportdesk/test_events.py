@@ -14,7 +14,8 @@ from channels.layers import get_channel_layer
 
 from supportdesk.events import turn_event_emit, turn_events_flush
 from supportdesk.models import Turn, TurnEvent
-from supportdesk.services import conversation_create, message_receive, turn_diagnostics_merge
+from supportdesk.pipeline.submit import message_receive
+from supportdesk.services import conversation_create, turn_diagnostics_merge
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -12,8 +12,9 @@ from guard.models import GuardCheck, GuardRule
 from sgr.models import PlanRecord
 from sgr.strings import ui_string
 from supportdesk.models import Message, Turn, TurnEvent
-from supportdesk.services import conversation_create, message_receive
-from supportdesk.tasks import answer_task, guard_task, sgr_task
+from supportdesk.pipeline.submit import message_receive
+from supportdesk.services import conversation_create
+from supportdesk.pipeline.runner import answer_task, guard_task, sgr_task
 from tests.guard.conftest import MOSEC_PATH, guard, mosec_body, rules_replace, script_failure  # noqa: F401 (guard: fixture)
 
 pytestmark = pytest.mark.django_db
@@ -191,7 +192,7 @@ def test_a_stage_bug_fails_the_turn_with_a_localized_error_and_keeps_the_worker(
     def broken(**kwargs):
         raise ValueError("a bug in rendering")
 
-    monkeypatch.setattr("supportdesk.stages.plan.outputs_render", broken)
+    monkeypatch.setattr("supportdesk.pipeline.plan.outputs_render", broken)
     turn = _run(turn_of("How do I reset my password?"))
     assert (turn.status, turn.error_code) == (Turn.Status.FAILED, "internal_error")
     assert "ValueError: a bug in rendering" in turn.error_detail

@@ -7,7 +7,8 @@ import pytest
 from guard.models import GuardCheck, GuardRule
 from sgr.strings import ui_string
 from supportdesk.models import Turn, TurnEvent
-from supportdesk.services import conversation_create, message_receive
+from supportdesk.pipeline.submit import message_receive
+from supportdesk.services import conversation_create
 from tests.conftest import wait_for_turn
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]

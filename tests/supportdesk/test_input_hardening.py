@@ -7,7 +7,8 @@ import json
 import pytest
 
 from supportdesk.models import Message, Turn, TurnFeedback
-from supportdesk.services import conversation_create, message_receive, turn_status_set
+from supportdesk.pipeline.submit import message_receive
+from supportdesk.services import conversation_create, turn_status_set
 from tests.conftest import conversation_create_via_api
 
 pytestmark = pytest.mark.django_db(transaction=True)

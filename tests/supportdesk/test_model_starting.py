@@ -13,7 +13,8 @@ from django.conf import settings
 
 from supportdesk.models import Message, Turn, TurnEvent
 from supportdesk.modelstate import model_state, model_state_clear, model_state_write
-from supportdesk.services import conversation_create, message_receive
+from supportdesk.pipeline.submit import message_receive
+from supportdesk.services import conversation_create
 from tests.conftest import wait_for_turn
 
 

@@ -11,7 +11,7 @@ from sgr.models import PlanRecord
 from sgr.records import plan_record_save
 from sgr.render import guardian_block_render
 from supportdesk.models import Turn, TurnEvent
-from supportdesk.stages.plan import plan_stage_run
+from supportdesk.pipeline.plan import plan_stage_run
 from tests.sgr.factories import plan_args, sgr_isolated, turn_make
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("sgr_isolated")]
@@ -66,7 +66,7 @@ def test_block_clarify_and_guardian_block_end_the_turn_after_the_ui_response(llm
 
 
 def test_the_kb_relevance_reaches_the_prompt_and_excuses_a_spam_score(llm, monkeypatch):
-    monkeypatch.setattr("supportdesk.stages.plan.kb_relevance", lambda *, text, language: 0.91)
+    monkeypatch.setattr("supportdesk.pipeline.plan.kb_relevance", lambda *, text, language: 0.91)
     llm.plan_args = plan_args(spam_score=0.8)
     turn = turn_make()
     plan_stage_run(turn=turn)
@@ -79,7 +79,7 @@ def test_a_failing_kb_signal_means_unknown_not_a_failed_turn(llm, monkeypatch):
     def broken(*, text: str, language: str) -> float:
         raise RuntimeError("index missing")
 
-    monkeypatch.setattr("supportdesk.stages.plan.kb_relevance", broken)
+    monkeypatch.setattr("supportdesk.pipeline.plan.kb_relevance", broken)
     llm.plan_args = plan_args(spam_score=0.8)
     turn = turn_make()
     plan_stage_run(turn=turn)
@@ -98,7 +98,7 @@ def test_a_retried_task_does_not_call_the_model_again(llm, monkeypatch):
             raise RuntimeError("worker lost after planning")
         return render.outputs_render(**kwargs)
 
-    monkeypatch.setattr("supportdesk.stages.plan.outputs_render", crash_once)
+    monkeypatch.setattr("supportdesk.pipeline.plan.outputs_render", crash_once)
     turn = turn_make()
     with pytest.raises(RuntimeError):
         plan_stage_run(turn=turn)

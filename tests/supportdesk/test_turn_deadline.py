@@ -10,7 +10,8 @@ import pytest
 
 from sgr.strings import ui_string
 from supportdesk.models import Turn, TurnEvent
-from supportdesk.services import conversation_create, message_receive
+from supportdesk.pipeline.submit import message_receive
+from supportdesk.services import conversation_create
 from tests.conftest import until, exemplar_vectors_stored, worker_start, workers_stop
 from tests.llm_stub import Reply
 from tests.supportdesk.test_worker_lost import _isolated, _pipeline_send

@@ -9,10 +9,11 @@ import pytest
 from django.utils import timezone
 
 from sgr.strings import ui_string
-from supportdesk import recovery
+from supportdesk.pipeline import leases, recovery
 from supportdesk.llm import call_time_left, calls_deadline, llm_client
 from supportdesk.models import Turn, TurnEvent
-from supportdesk.services import conversation_create, message_receive
+from supportdesk.pipeline.submit import message_receive
+from supportdesk.services import conversation_create
 from supportdesk.events import turn_event_emit
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -42,40 +43,40 @@ def _ago(seconds: float):
 
 def test_a_lease_is_held_by_one_task_until_released_or_lapsed(no_enqueue, settings):
     turn = _turn()
-    assert recovery.lease_claim(turn_id=turn.pk, owner="guard:a")
-    assert not recovery.lease_claim(turn_id=turn.pk, owner="guard:b")  # a live lease keeps a second copy of its stage out
-    assert recovery.lease_claim(turn_id=turn.pk, owner="guard:a")  # the holder's retry keeps it
-    recovery.lease_release(turn_id=turn.pk, owner="guard:b")  # not b's to give back
-    assert not recovery.lease_claim(turn_id=turn.pk, owner="guard:b")
-    recovery.lease_release(turn_id=turn.pk, owner="guard:a")
-    assert recovery.lease_claim(turn_id=turn.pk, owner="guard:b")
+    assert leases.lease_claim(turn_id=turn.pk, owner="guard:a")
+    assert not leases.lease_claim(turn_id=turn.pk, owner="guard:b")  # a live lease keeps a second copy of its stage out
+    assert leases.lease_claim(turn_id=turn.pk, owner="guard:a")  # the holder's retry keeps it
+    leases.lease_release(turn_id=turn.pk, owner="guard:b")  # not b's to give back
+    assert not leases.lease_claim(turn_id=turn.pk, owner="guard:b")
+    leases.lease_release(turn_id=turn.pk, owner="guard:a")
+    assert leases.lease_claim(turn_id=turn.pk, owner="guard:b")
     Turn.objects.filter(pk=turn.pk).update(lease_until=_ago(1))  # b's worker died: nobody renewed it
-    assert recovery.lease_claim(turn_id=turn.pk, owner="guard:c")
+    assert leases.lease_claim(turn_id=turn.pk, owner="guard:c")
 
 
 def test_a_later_stage_takes_over_a_lease_its_predecessor_could_not_give_back(no_enqueue):
     turn = _turn(Turn.Status.PLANNING)
-    guard = recovery.lease_owner_name("guard", "task-1")
-    assert recovery.lease_claim(turn_id=turn.pk, owner=guard)  # the guard stage ended without releasing it
-    assert recovery.lease_claim(turn_id=turn.pk, owner=recovery.lease_owner_name("sgr", "task-2"))
-    assert not recovery.lease_claim(turn_id=turn.pk, owner=recovery.lease_owner_name("sgr", "task-3"))
+    guard = leases.lease_owner_name("guard", "task-1")
+    assert leases.lease_claim(turn_id=turn.pk, owner=guard)  # the guard stage ended without releasing it
+    assert leases.lease_claim(turn_id=turn.pk, owner=leases.lease_owner_name("sgr", "task-2"))
+    assert not leases.lease_claim(turn_id=turn.pk, owner=leases.lease_owner_name("sgr", "task-3"))
 
 
 def test_a_running_stage_keeps_its_lease_alive(no_enqueue, settings):
     settings.TURN_LEASE_SECONDS = 30
     turn = _turn()
-    owner = recovery.lease_owner_name("guard", "task-1")
-    with recovery.stage_lease(turn_id=turn.pk, owner=owner) as leased:
+    owner = leases.lease_owner_name("guard", "task-1")
+    with leases.stage_lease(turn_id=turn.pk, owner=owner) as leased:
         assert leased
         Turn.objects.filter(pk=turn.pk).update(lease_until=_ago(-1))  # about to lapse
-        assert recovery.leases_renew() == 1
+        assert leases.leases_renew() == 1
         turn.refresh_from_db()
         assert turn.lease_owner == owner and turn.lease_until > timezone.now() + timedelta(seconds=20)
-        with recovery.stage_lease(turn_id=turn.pk, owner=recovery.lease_owner_name("guard", "task-2")) as second:
+        with leases.stage_lease(turn_id=turn.pk, owner=leases.lease_owner_name("guard", "task-2")) as second:
             assert not second
     turn.refresh_from_db()
     assert turn.lease_owner == "" and turn.lease_until is None
-    assert recovery.leases_renew() == 0
+    assert leases.leases_renew() == 0
 
 
 def test_the_sweeper_resends_a_lapsed_stage_and_retracts_the_half_answer(no_enqueue, sent, settings):
@@ -191,12 +192,12 @@ def test_a_turn_ends_once_even_when_two_copies_of_its_stage_finish_it(no_enqueue
 
 
 def test_waiting_for_the_local_model_to_start_costs_a_turn_none_of_its_budget(no_enqueue, sent, settings):
-    from supportdesk.tasks import turn_deadline
+    from supportdesk.pipeline.runner import turn_deadline
 
     settings.TURN_QUEUE_GRACE_SECONDS = 60
     turn = _turn(Turn.Status.PLANNING)
     Turn.objects.filter(pk=turn.pk).update(created_at=_ago(settings.TURN_DEADLINE_SECONDS + 30), updated_at=_ago(120))
-    recovery.turn_waits_for_model(turn_id=turn.pk)  # the stage went back to the queue: the model is starting
+    leases.turn_waits_for_model(turn_id=turn.pk)  # the stage went back to the queue: the model is starting
     turn.refresh_from_db()
     assert turn_deadline(turn) > time.time() + settings.TURN_DEADLINE_SECONDS - 5  # a whole budget again
     assert recovery.turns_recover() == [] and sent == []  # looked after: neither failed nor sent again

@@ -8,7 +8,8 @@ import time
 import pytest
 
 from supportdesk.models import Message, Turn, TurnEvent
-from supportdesk.services import conversation_create, message_receive
+from supportdesk.pipeline.submit import message_receive
+from supportdesk.services import conversation_create
 from tests.conftest import wait_for_turn
 from tests.llm_stub import Reply
 

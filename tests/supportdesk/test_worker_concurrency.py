@@ -15,7 +15,8 @@ from django.db import connection
 from devstack.workers import worker_specs
 from sgr.models import PlanRecord
 from supportdesk.models import Message, Turn, TurnEvent
-from supportdesk.services import conversation_create, message_receive
+from supportdesk.pipeline.submit import message_receive
+from supportdesk.services import conversation_create
 from tests.conftest import _database_url, wait_for_turn, worker_start, workers_ready, workers_stop
 
 pytestmark = pytest.mark.django_db(transaction=True)

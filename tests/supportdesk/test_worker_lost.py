@@ -22,7 +22,8 @@ from django.conf import settings
 from devstack.workers import worker_specs
 from sgr.models import PlanRecord
 from supportdesk.models import Turn, TurnEvent
-from supportdesk.services import conversation_create, message_receive
+from supportdesk.pipeline.submit import message_receive
+from supportdesk.services import conversation_create
 from tests.conftest import until, ROOT, _database_url, exemplar_vectors_stored, worker_start, workers_stop
 from tests.llm_stub import Reply, ScriptedLLM
 

@@ -27,8 +27,8 @@ from supportdesk.events import turn_event_emit
 from supportdesk.llm import llm_client
 from supportdesk.models import Turn
 from supportdesk.selectors import context_history, turn_plan_record, turns_before
-from supportdesk.services import message_language, turn_finish, turn_lock_at, turn_status_set
-from supportdesk.turnlog import stage_logged
+from supportdesk.pipeline.turnlog import stage_finish, stage_logged
+from supportdesk.services import message_language, turn_lock_at, turn_status_set
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ def kb_relevance_measure(*, text: str, language: str) -> float | None:
     try:
         value = kb_relevance(text=text, language=language)
     except DATABASE_BUSY:
-        raise  # no connection to be had: the stage goes back to the queue (supportdesk.tasks)
+        raise  # no connection to be had: the stage goes back to the queue (supportdesk.pipeline.runner)
     except Exception:
         logger.exception("kb_relevance failed; planning with unknown relevance")
         return None
@@ -139,6 +139,6 @@ def plan_stage_run(*, turn: Turn) -> None:
             turn_event_emit(turn=turn, type="plan", payload={"action": action, "text": outputs.ui_response})
             # The outputs are saved with the new status, in one UPDATE.
             if action in TERMINAL_BY_ACTION:
-                turn_finish(turn=turn, status=TERMINAL_BY_ACTION[action], also=("plan_result", "ui_response", "language"))
+                stage_finish(turn=turn, status=TERMINAL_BY_ACTION[action], also=("plan_result", "ui_response", "language"))
             else:
                 turn_status_set(turn=turn, status=Turn.Status.ANSWERING, also=("plan_result", "ui_response", "language"))

@@ -20,7 +20,7 @@ from typing import Any
 from django.conf import settings
 
 from sgr.models import PlanRecord
-from supportdesk.answer.kb import KbResult, kb_search
+from supportdesk.pipeline.answer.kb import KbResult, kb_search
 
 PREFETCH_MAX_QUERIES = 5  # the message and up to four sub-queries: more would only dilute the budget
 MESSAGE_QUERY_CHARS = 500  # of the customer's message searched as it is

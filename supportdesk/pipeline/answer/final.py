@@ -9,7 +9,7 @@ from django.conf import settings
 from pydantic import BaseModel, Field
 
 from sgr.strings import ui_string
-from supportdesk.answer.kb import KbResult, KbSource
+from supportdesk.pipeline.answer.kb import KbResult, KbSource
 
 CITATION = re.compile(r"\[(\d{1,3})\]")
 SPACED_CITATION = re.compile(r"[ \t]*\[(\d{1,3})\]")

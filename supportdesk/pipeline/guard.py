@@ -1,4 +1,4 @@
-"""Stage 1: the guardian screens the customer's message (DT-001); and the output-moderation hook.
+"""Stage 1: the guardian screens the customer's message (DT-001).
 
 The guardian decides (``guard.screening``); this module applies the decision to
 the turn: record it, then block, fail closed, or hand over to planning.
@@ -6,10 +6,9 @@ the turn: record it, then block, fail closed, or hand over to planning.
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.db import transaction
 
-from guard.screening import message_screen, response_screen
+from guard.screening import message_screen
 from guard.services import guard_check_record
 from sgr.records import plan_record_save
 from sgr.render import guardian_block_render
@@ -17,8 +16,8 @@ from sgr.strings import ui_string
 from supportdesk.waiting import db_connection_release
 from supportdesk.events import turn_event_emit
 from supportdesk.models import Turn
-from supportdesk.services import turn_fail, turn_finish, turn_lock_at, turn_status_set
-from supportdesk.turnlog import stage_logged
+from supportdesk.pipeline.turnlog import stage_fail, stage_finish, stage_logged
+from supportdesk.services import turn_lock_at, turn_status_set
 
 
 def guard_stage_run(*, turn: Turn) -> None:
@@ -53,38 +52,12 @@ def guard_stage_run(*, turn: Turn) -> None:
                     outputs=outputs, injection_mode=turn.conversation.injection_mode,
                 )
                 turn_event_emit(turn=turn, type="plan", payload={"action": "guardian_block", "text": turn.ui_response})
-                turn_finish(turn=turn, status=Turn.Status.BLOCKED)
+                stage_finish(turn=turn, status=Turn.Status.BLOCKED)
             return
         if verdict.status == "failed_closed":
             # The guardian could not answer and we may not continue unscreened; the message stays saved.
             with transaction.atomic():
                 turn.ui_response = ui_string("guard_unavailable", language)
                 turn.save(update_fields=["ui_response", "updated_at"])
-                turn_fail(turn=turn, stage="guard", code="guard_unavailable", detail=verdict.error,
-                          message_key="guard_unavailable")
-
-
-def answer_moderate(*, turn: Turn, text: str) -> str:
-    """Output moderation (``GUARD_OUTPUT_MODERATION``): the answer text to keep.
-
-    Off: ``text`` unchanged, nothing recorded. On: the answer is screened in
-    response mode and recorded. When DT-001 blocks it (or the guardian fails
-    closed) a ``retract`` event tells the widget to drop the streamed text, and
-    the guardian response (or the localized "unavailable" text) is returned in
-    its place; the original survives only in the guard record.
-    """
-    if not settings.GUARD_OUTPUT_MODERATION:
-        return text
-    language = turn.language
-    verdict = response_screen(prompt=turn.user_message.text, text=text, language=language)
-    if verdict.status == "blocked":
-        replacement = guardian_block_render(verdict=verdict, language=language).ui_response
-    elif verdict.status == "failed_closed":
-        replacement = ui_string("guard_unavailable", language)
-    else:
-        guard_check_record(turn_id=turn.pk, verdict=verdict, content=text)
-        return text
-    with transaction.atomic():
-        guard_check_record(turn_id=turn.pk, verdict=verdict, content=text, replaced_with=replacement)
-        turn_event_emit(turn=turn, type="retract", payload={"reason": verdict.status, "text": replacement})
-    return replacement
+                stage_fail(turn=turn, stage="guard", code="guard_unavailable", detail=verdict.error,
+                           message_key="guard_unavailable")

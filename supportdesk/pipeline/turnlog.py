@@ -1,4 +1,9 @@
-"""One structured log line per stage of a turn."""
+"""One structured log line per stage of a turn, and a stage ending its turn.
+
+A stage that ends its turn does so with :func:`stage_finish` / :func:`stage_fail`: the
+running stage's figures are stored first, so whoever reads the finished turn sees every
+stage. The services (``turn_finish``, ``turn_fail``) do the writing and know no stage.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+
+from supportdesk.models import Turn
+from supportdesk.services import turn_diagnostics_merge, turn_fail, turn_finish
 
 logger = logging.getLogger("supportdesk.turn")
 _current: ContextVar[StageLog | None] = ContextVar("supportdesk_stage", default=None)
@@ -66,8 +74,6 @@ def stage_diagnostics_flush() -> None:
 
 def _stage_diagnostics_save(line: dict[str, object]) -> None:
     """Keep the stage's latency and tokens on the turn, for the debug view and ``ask/structured``."""
-    from supportdesk.services import turn_diagnostics_merge  # services import models; keep this module light
-
     try:
         turn_diagnostics_merge(
             turn_id=int(str(line["turn_id"])),
@@ -76,3 +82,15 @@ def _stage_diagnostics_save(line: dict[str, object]) -> None:
         )
     except Exception:  # diagnostics must never fail a stage
         logger.exception("could not store stage diagnostics")
+
+
+def stage_finish(*, turn: Turn, status: str, also: tuple[str, ...] = ()) -> None:
+    """The running stage closes its turn (``services.turn_finish``), its figures stored first."""
+    stage_diagnostics_flush()
+    turn_finish(turn=turn, status=status, also=also)
+
+
+def stage_fail(*, turn: Turn, stage: str, code: str, detail: str = "", message_key: str | None = None) -> None:
+    """The running stage fails its turn (``services.turn_fail``), its figures stored first."""
+    stage_diagnostics_flush()
+    turn_fail(turn=turn, stage=stage, code=code, detail=detail, message_key=message_key)

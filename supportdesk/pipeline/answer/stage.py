@@ -12,20 +12,20 @@ from sgr.models import PlanRecord
 from sgr.records import plan_record_answer_save, plan_record_get
 from sgr.schema import TOOL_NAME
 from sgr.strings import ui_string
-from supportdesk.answer.agent import AgentOutcome, agent_run
-from supportdesk.answer.batching import TokenBatcher
-from supportdesk.answer.final import FinalAnswer, final_answer_build
-from supportdesk.answer.kb import KbResult
-from supportdesk.answer.markdown import answer_html
-from supportdesk.answer.prefetch import plan_prefetch, prefetch_messages
+from supportdesk.pipeline.answer.agent import AgentOutcome, agent_run
+from supportdesk.pipeline.answer.batching import TokenBatcher
+from supportdesk.pipeline.answer.final import FinalAnswer, final_answer_build
+from supportdesk.pipeline.answer.kb import KbResult
+from supportdesk.pipeline.answer.markdown import answer_html
+from supportdesk.pipeline.answer.prefetch import plan_prefetch, prefetch_messages
 from supportdesk.events import turn_event_emit, turn_events_flush
 from supportdesk.llm import llm_client
 from supportdesk.models import Message, Turn, TurnEvent
 from supportdesk.selectors import context_history, turn_synthetic
-from supportdesk.services import turn_diagnostics_merge, turn_finish, turn_lock_unfinished
-from supportdesk.stages.echo_filter import answer_text_clean
-from supportdesk.stages.guard import answer_moderate
-from supportdesk.turnlog import stage_logged
+from supportdesk.pipeline.answer.echo_filter import answer_text_clean
+from supportdesk.pipeline.answer.moderation import answer_moderate
+from supportdesk.pipeline.turnlog import stage_finish, stage_logged
+from supportdesk.services import turn_diagnostics_merge, turn_lock_unfinished
 
 ANSWER_SYSTEM_PROMPT = (
     "You are a helpful customer-support assistant. Answer the customer's last message "
@@ -71,7 +71,7 @@ def plan_injection(*, turn: Turn, record: PlanRecord | None) -> list[dict[str, A
 def answer_messages(*, turn: Turn, record: PlanRecord | None, prefetched: KbResult | None = None
                     ) -> list[dict[str, Any]]:
     """System prompt, history (synthetic messages and answers only), the message, this turn's plan, and
-    the plan's searches when they were run first (``supportdesk.answer.prefetch``): fixed parts first,
+    the plan's searches when they were run first (``supportdesk.pipeline.answer.prefetch``): fixed parts first,
     the turn's own parts last, so the model server reuses the cached prefix."""
     language_name = LANGUAGE_NAMES.get(turn.language, turn.language)
     return [
@@ -170,4 +170,4 @@ def answer_save(*, turn: Turn, final: FinalAnswer, diagnostics: dict[str, Any]) 
             turn_event_emit(turn=turn, type="citation", payload=source.model_dump())
         turn_event_emit(turn=turn, type="answer", payload=public)
         # The answer is saved with the final status, in one UPDATE.
-        turn_finish(turn=turn, status=Turn.Status.DONE, also=("answer_message", "answer_text", "answer_result"))
+        stage_finish(turn=turn, status=Turn.Status.DONE, also=("answer_message", "answer_text", "answer_result"))

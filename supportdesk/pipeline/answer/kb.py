@@ -57,7 +57,7 @@ class KbResult(BaseModel):
 def kb_tool() -> dict[str, Any]:
     """The tool definition offered to the model (retrieval's when installed)."""
     try:
-        from retrieval.tool import SEARCH_KB_TOOL
+        from retrieval.tool import SEARCH_KB_TOOL  # across apps, at call time: retrieval is optional
     except ImportError:
         return FALLBACK_TOOL
     return dict(SEARCH_KB_TOOL)
@@ -69,13 +69,13 @@ def kb_search(*, query: str | list[str], turn_id: int, language: str) -> KbResul
     queries = [query] if isinstance(query, str) else list(query)
     joined = "; ".join(queries)
     try:
-        from retrieval.tool import search_kb
+        from retrieval.tool import search_kb  # across apps, at call time: retrieval is optional
     except ImportError:
         return KbResult(query=joined, queries=queries, error="knowledge base not installed")
     try:
         result = search_kb(queries if len(queries) > 1 else queries[0], turn_id=turn_id, language=language)
     except DATABASE_BUSY:
-        raise  # no connection to be had: the stage goes back to the queue (supportdesk.tasks)
+        raise  # no connection to be had: the stage goes back to the queue (supportdesk.pipeline.runner)
     except Exception as exc:  # a broken index must not fail the turn: the model answers without it
         logger.exception("search_kb failed for turn %s", turn_id)
         return KbResult(query=joined, queries=queries, error=f"{type(exc).__name__}: {exc}")

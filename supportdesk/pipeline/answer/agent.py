@@ -18,11 +18,11 @@ from typing import Any
 from django.conf import settings
 from openai import OpenAI
 
-from supportdesk.answer.kb import TOOL_NAME, KbResult, kb_search, kb_tool, kb_tool_message
-from supportdesk.answer.stream import TailFilter
+from supportdesk.pipeline.answer.kb import TOOL_NAME, KbResult, kb_search, kb_tool, kb_tool_message
+from supportdesk.pipeline.answer.stream import TailFilter
 from supportdesk.waiting import model_wait
 from supportdesk.llm import LLMStreamInterrupted
-from supportdesk.stages.echo_filter import AnalysisEchoFilter
+from supportdesk.pipeline.answer.echo_filter import AnalysisEchoFilter
 
 TokenSink = Callable[[str], None]
 Search = Callable[..., KbResult]

@@ -1,15 +1,21 @@
-"""Running one request through the same Celery pipeline as the widget, and waiting for it.
+"""Submitting a turn: the one way a customer message enters the pipeline, and waiting for it.
 
-Used by the public ``ask`` API and by batch tools: they submit a message, wait a
-bounded time for the turn to end (the stages run on the workers), then read its
-outcome (:mod:`supportdesk.outcome`). A turn that is not done in time keeps running
-and is read later.
+Every surface submits here: the widget's websocket and the customer API call
+:func:`message_receive` (the conversation exists); ``ask``, the batch command and
+``evaluate_answers`` call :func:`ask_submit` (a new one-message conversation, with an
+idempotency key), which ends in :func:`message_receive` too. Either way the message and
+its turn are saved in one transaction and the stages are enqueued on commit.
+
+``ask`` and the batch tools then wait a bounded time for the turn to end (the stages run
+on the workers) and read its outcome (:mod:`supportdesk.outcome`). A turn that is not done
+in time keeps running and is read later.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 from dataclasses import dataclass
 
@@ -18,8 +24,43 @@ from django.db import IntegrityError, transaction
 from pydantic import BaseModel
 
 from sgr.strings import ui_string
-from supportdesk.models import ApiKey, AskRequest, Turn
-from supportdesk.services import conversation_create, message_receive
+from supportdesk.events import turn_event_emit
+from supportdesk.models import ApiKey, AskRequest, Conversation, Message, Turn
+from supportdesk.pipeline.leases import turn_recovery_due
+from supportdesk.pipeline.runner import turn_pipeline
+from supportdesk.services import conversation_create, message_language, message_rate_check, message_validate
+
+logger = logging.getLogger(__name__)
+
+
+def message_receive(*, conversation: Conversation, text: object, client_ip: str | None = None) -> Turn:
+    """Save the customer's message and its turn atomically, then start the pipeline.
+
+    The message is committed before anything can fail downstream; the Celery chain
+    is enqueued only after the commit, so workers always find the rows. A rejected
+    message (empty, too long, too fast) is not saved: the client keeps it to retry.
+    """
+    cleaned = message_validate(text=text, language=conversation.language)
+    message_rate_check(conversation=conversation, client_ip=client_ip)
+    with transaction.atomic():
+        message = Message.objects.create(conversation=conversation, role=Message.Role.USER, text=cleaned)
+        # The reply follows the message's language, whatever the widget's (issue: a Russian
+        # question in the English widget is answered in Russian).
+        language = message_language(text=cleaned) or conversation.language
+        turn = Turn.objects.create(conversation=conversation, user_message=message, language=language)
+        turn_event_emit(turn=turn, type="status", payload={"status": turn.status})
+        transaction.on_commit(lambda: _enqueue_turn(turn.pk))
+    return turn
+
+
+def _enqueue_turn(turn_id: int) -> None:
+    """Send the turn's stages to the workers. With the broker away the message is still accepted:
+    the turn is marked for the recovery sweeper, which sends it once the broker is back."""
+    try:
+        turn_pipeline(turn_id).apply_async()
+    except Exception:
+        logger.warning("turn %s: the broker is unreachable; the recovery sweeper will send it", turn_id, exc_info=True)
+        turn_recovery_due(turn_id=turn_id)
 
 
 class TurnTimeout(TimeoutError):
