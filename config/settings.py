@@ -331,7 +331,7 @@ AGENT_MAX_ITERATIONS = env.int("AGENT_MAX_ITERATIONS", default=3)
 # Seconds between looks of a stage waiting for the local model to start (supportdesk/modelstate.py).
 MODEL_STARTING_POLL = env.float("MODEL_STARTING_POLL", default=3.0)
 # Search the plan's sub-queries before the answering model starts and put the numbered results
-# in its prompt (supportdesk/answer/prefetch.py); false: the model searches only with its tool.
+# in its prompt (supportdesk/pipeline/answer/prefetch.py); false: the model searches only with its tool.
 ANSWER_PREFETCH = env.bool("ANSWER_PREFETCH", default=True)
 # Streamed text arriving within this many ms of the last token event joins the next one (0: one event per chunk).
 ANSWER_TOKEN_BATCH_MS = env.float("ANSWER_TOKEN_BATCH_MS", default=150.0)
@@ -379,7 +379,7 @@ STAGE_RETRY_BACKOFF = env.float("STAGE_RETRY_BACKOFF", default=2.0)
 # Requeues of a stage that found no database connection (pool at its cap, PostgreSQL away).
 STAGE_DB_MAX_RETRIES = env.int("STAGE_DB_MAX_RETRIES", default=10)
 
-# --- Turn budget and recovery (supportdesk.recovery) ------------------------------------
+# --- Turn budget and recovery (supportdesk.pipeline.recovery) ------------------------------------
 # Seconds from a customer's message to the end of its turn: model calls and their retries are cut
 # to fit, and a turn still stranded after it fails with a localized "please try again".
 TURN_DEADLINE_SECONDS = env.float("TURN_DEADLINE_SECONDS", default=180.0)
