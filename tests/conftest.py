@@ -173,6 +173,10 @@ def celery_worker(django_db_setup: None, django_db_blocker: Any, llm_server: Scr
         "STAGE_RETRY_BACKOFF": "0.1",
         "DJANGO_SETTINGS_MODULE": "config.settings",
         "SD_WORKER_PROCESSES": "1",
+        # No background sweeper in the session's worker: the recovery tests call the sweep themselves
+        # on turns they made stale, and a second sweeper racing them (or holding its lock) made them
+        # flaky. The tests of recovery with live workers start workers of their own.
+        "TURN_RECOVERY_SWEEP_SECONDS": "0",
     }
     app.control.purge()
     stages, ingest = worker_specs(env)
