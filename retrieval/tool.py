@@ -29,7 +29,8 @@ SEARCH_KB_TOOL: dict[str, object] = {
 
 
 def search_kb(query: str | list[str], *, turn_id: int | None = None, language: str | None = None,
-              k: int | None = None, filters: SearchFilters | None = None) -> KBSearchResult:
+              k: int | None = None, filters: SearchFilters | None = None,
+              numbered_after: int | None = None) -> KBSearchResult:
     """Search for ``query`` (or the several queries of one turn), fit the articles to ``LLM_CONTEXT_BUDGET``.
 
     Articles are de-duplicated across the queries and, when ``turn_id`` is given,
@@ -37,6 +38,9 @@ def search_kb(query: str | list[str], *, turn_id: int | None = None, language: s
     number and is not repeated, and new articles are numbered after the ones
     already given, so ``[n]`` stays unambiguous within a turn. The call is recorded
     as a QueryTrace (queries, results with scores, confidence, budget, latency).
+    ``numbered_after`` (a trace id) limits "earlier calls" to the traces after it: a
+    retried answer stage starts a new model context that has seen none of the
+    articles its failed attempt was given (see :func:`turn_search_mark`).
     Raises ValueError for an empty or oversized query. If the search itself fails
     (embedder or database down) the result is empty, ``error`` says why and the
     trace records it: the agent can answer without the knowledge base.
@@ -46,7 +50,7 @@ def search_kb(query: str | list[str], *, turn_id: int | None = None, language: s
     queries = [KBSearchInput(query=q).query for q in queries]
     k = k or settings.RETRIEVAL_TOP_K
     language = language or language_detect(" ".join(queries), default=settings.DEFAULT_LANGUAGE)
-    already = _turn_numbers(turn_id)
+    already = _turn_numbers(turn_id, after=numbered_after)
     error = ""
     try:
         articles = articles_search(queries, k=k, filters=filters, language=language)
@@ -83,12 +87,19 @@ def _trace_row(article: Article, number: int | None) -> dict[str, object]:
     }
 
 
-def _turn_numbers(turn_id: int | None) -> dict[int, int]:
+def turn_search_mark(turn_id: int) -> int:
+    """The id of the turn's last search so far (0 before any): an answer attempt's numbering starts after it."""
+    last = QueryTrace.objects.filter(turn_id=turn_id).order_by("-pk").values_list("pk", flat=True).first()
+    return last or 0
+
+
+def _turn_numbers(turn_id: int | None, *, after: int | None = None) -> dict[int, int]:
     """Document id → citation number of the articles earlier calls of this turn gave the model."""
     if turn_id is None:
         return {}
+    traces = QueryTrace.objects.filter(turn_id=turn_id, pk__gt=after or 0)
     numbers: dict[int, int] = {}
-    for results in QueryTrace.objects.filter(turn_id=turn_id).order_by("pk").values_list("results", flat=True):
+    for results in traces.order_by("pk").values_list("results", flat=True):
         for row in results:
             if row.get("number") is not None:
                 numbers.setdefault(row["document_id"], row["number"])

@@ -125,3 +125,25 @@ def test_nothing_found_adds_nothing_to_the_prompt_but_is_traced(llm, settings):
     assert [m["role"] for m in request["messages"]] == ["system", "user", "assistant"]
     (trace,) = QueryTrace.objects.filter(turn_id=turn.pk)
     assert trace.queries == QUERIES and trace.results == []
+
+
+def test_a_retried_answer_stage_gets_its_prefetched_articles_again(kb):
+    """A stream cut mid-answer: the retry's model starts afresh, so it must be given the articles again."""
+    from supportdesk.llm import LLMStreamInterrupted
+
+    kb.plan_args = plan_args(subqueries=SUBQUERIES)
+    turn = turn_make(text=MESSAGE)
+    plan_stage_run(turn=turn)
+    kb.requests.clear()
+    kb.push(Reply(content="Click Forgot password [1] and then wait", cut_after=2))
+    with pytest.raises(LLMStreamInterrupted):  # the runner sends the stage again
+        answer_stage_run(turn=Turn.objects.select_related("conversation", "user_message").get(pk=turn.pk))
+    kb.push(Reply(content="Click Forgot password [1]."))
+    answer_stage_run(turn=Turn.objects.select_related("conversation", "user_message").get(pk=turn.pk))
+
+    first, retry = kb.chat_requests()
+    assert retry["messages"][-1] == first["messages"][-1]  # the same articles, numbered the same
+    assert {int(n) for n, _ in HEADER.findall(retry["messages"][-1]["content"])} >= {1, 2}
+    answer = _answer_event(Turn.objects.get(pk=turn.pk))
+    assert answer["sources"] and answer["sources"][0]["number"] == 1 and "[1]" in answer["text"]
+    assert QueryTrace.objects.filter(turn_id=turn.pk).count() == 2  # both attempts' searches are kept

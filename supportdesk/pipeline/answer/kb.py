@@ -63,9 +63,10 @@ def kb_tool() -> dict[str, Any]:
     return dict(SEARCH_KB_TOOL)
 
 
-def kb_search(*, query: str | list[str], turn_id: int, language: str) -> KbResult:
+def kb_search(*, query: str | list[str], turn_id: int, language: str, numbered_after: int | None = None) -> KbResult:
     """Search the knowledge base for one query of a turn, or several in one batch (the plan's
-    sub-queries: merged, de-duplicated and numbered together); failures give an empty result."""
+    sub-queries: merged, de-duplicated and numbered together); failures give an empty result.
+    ``numbered_after``: see :func:`kb_attempt_mark`."""
     queries = [query] if isinstance(query, str) else list(query)
     joined = "; ".join(queries)
     try:
@@ -73,7 +74,8 @@ def kb_search(*, query: str | list[str], turn_id: int, language: str) -> KbResul
     except ImportError:
         return KbResult(query=joined, queries=queries, error="knowledge base not installed")
     try:
-        result = search_kb(queries if len(queries) > 1 else queries[0], turn_id=turn_id, language=language)
+        result = search_kb(queries if len(queries) > 1 else queries[0], turn_id=turn_id, language=language,
+                           numbered_after=numbered_after)
     except DATABASE_BUSY:
         raise  # no connection to be had: the stage goes back to the queue (supportdesk.pipeline.runner)
     except Exception as exc:  # a broken index must not fail the turn: the model answers without it
@@ -94,6 +96,16 @@ def kb_search(*, query: str | list[str], turn_id: int, language: str) -> KbResul
         trace_id=result.trace_id,
         error=result.error,  # retrieval's own failures come back as an empty result with the reason
     )
+
+
+def kb_attempt_mark(*, turn_id: int) -> int | None:
+    """Where this answer attempt's searches begin: articles an earlier, failed attempt was given keep no
+    number in this one (its model never saw them), so a retried stage gets its prefetched articles again."""
+    try:
+        from retrieval.tool import turn_search_mark
+    except ImportError:
+        return None
+    return turn_search_mark(turn_id)
 
 
 def excerpt_of(text: str, limit: int = 240) -> str:

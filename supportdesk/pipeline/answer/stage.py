@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -15,7 +16,7 @@ from sgr.strings import ui_string
 from supportdesk.pipeline.answer.agent import AgentOutcome, agent_run
 from supportdesk.pipeline.answer.batching import TokenBatcher
 from supportdesk.pipeline.answer.final import FinalAnswer, final_answer_build
-from supportdesk.pipeline.answer.kb import KbResult
+from supportdesk.pipeline.answer.kb import KbResult, kb_attempt_mark, kb_search
 from supportdesk.pipeline.answer.markdown import answer_html
 from supportdesk.pipeline.answer.prefetch import plan_prefetch, prefetch_messages
 from supportdesk.events import turn_event_emit, turn_events_flush
@@ -91,11 +92,14 @@ def answer_stage_run(*, turn: Turn) -> None:
         answer_restart_clear(turn=turn)
         tokens = TokenBatcher(lambda text: token_emit(turn=turn, text=text), settings.ANSWER_TOKEN_BATCH_MS)
         record = plan_record_get(turn_id=turn.pk)
-        prefetched = plan_prefetch(turn_id=turn.pk, language=language, record=record, message=turn.user_message.text)
+        search = functools.partial(kb_search, numbered_after=kb_attempt_mark(turn_id=turn.pk))
+        prefetched = plan_prefetch(turn_id=turn.pk, language=language, record=record, message=turn.user_message.text,
+                                   search=search)
         try:
             outcome = agent_run(
                 client=llm_client(), messages=answer_messages(turn=turn, record=record, prefetched=prefetched),
                 turn_id=turn.pk, language=language, on_token=tokens, synthetic=turn_synthetic(turn, record),
+                search=search,
             )
         finally:
             tokens.flush()  # what reached us is shown, even from a stream that broke
