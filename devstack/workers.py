@@ -73,6 +73,7 @@ def worker_env(env: dict[str, str]) -> dict[str, str]:
 
     On two shared cores, busy-waiting OpenMP threads fight the other processes (ingestion
     measured 4-5x faster with one passive thread than with two busy ones); deployments
-    with cores to spare may raise it.
+    with cores to spare may raise it. Passages (the ingest worker's work) are embedded with
+    ``RETRIEVAL_INGEST_EMBED_THREADS`` passive threads, set by the embedder per call.
     """
     return {"OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "passive", **env}

@@ -272,6 +272,9 @@ RETRIEVAL_EMBED_BATCH = env.int("RETRIEVAL_EMBED_BATCH", default=32)
 # Measured on 2 shared cores (docs/benchmarks.md): one thread that sleeps when idle.
 RETRIEVAL_EMBED_THREADS = env.int("RETRIEVAL_EMBED_THREADS", default=1)
 RETRIEVAL_EMBED_OMP_WAIT_POLICY = env.str("RETRIEVAL_EMBED_OMP_WAIT_POLICY", default="passive")
+# The local embedder's OpenMP threads for passages (ingestion, re-embedding): they run in the
+# niced ingest worker or a bulk command, where both cores pay (docs/benchmarks.md, "Bulk ingestion").
+RETRIEVAL_INGEST_EMBED_THREADS = env.int("RETRIEVAL_INGEST_EMBED_THREADS", default=2)
 RETRIEVAL_CHUNK_TOKENS = env.int("RETRIEVAL_CHUNK_TOKENS", default=200)
 # A zip uploaded in the admin: at most this many documents and uncompressed bytes.
 RETRIEVAL_ZIP_MAX_FILES = env.int("RETRIEVAL_ZIP_MAX_FILES", default=20000)
