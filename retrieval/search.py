@@ -19,7 +19,8 @@ the right passage (measured: dense R@1 0.80 fell to 0.28, see STACK.md).
 from __future__ import annotations
 
 import logging
-from typing import Any
+import time
+from typing import Any, NamedTuple
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -56,29 +57,13 @@ def _filter_sql(filters: SearchFilters | None) -> tuple[str, list[Any]]:
     return "".join(f" AND {clause}" for clause in clauses), params
 
 
-# The columns of a hit, after the ranking columns (id, score, cosine, text-search config) of both ranking queries.
-_HIT_COLUMNS = "c.document_id, c.heading_path, c.position, c.language, c.text, c.token_count"
-
-
-def _with_documents(ranking_sql: str) -> str:
-    """``ranking_sql`` (ordered, limited, selecting the hit columns) with each row's document, in the same order."""
-    return ("SELECT r.*, d.source, d.title FROM (SELECT s.*, row_number() OVER () AS place FROM "
-            f"({ranking_sql}) s) r JOIN retrieval_document d ON d.id = r.document_id ORDER BY r.place")
-
-
 def vector_ranking_sql(*, dim: int, where: str = "") -> str:
     """The ANN query: its ORDER BY must be the HNSW index's expression (half precision), or Postgres
-    scans the table.
-
-    Rows: id, cosine (full precision), NULL, text-search config, the hit columns,
-    the row's place, the document's source and title. Parameters: query vector,
-    filter params, query vector, limit.
-    """
+    scans the table. Rows: id, NULL (no lexical score), cosine (full precision), text-search config.
+    Parameters: query vector, filter params, query vector, limit."""
     half = f"halfvec({int(dim)})"
-    return _with_documents(
-        f"SELECT c.id, 1 - (c.embedding <=> %s::vector), NULL::float8, c.ts_config, {_HIT_COLUMNS} "
-        f"FROM retrieval_chunk c WHERE c.embedding IS NOT NULL{where} "
-        f"ORDER BY c.embedding::{half} <=> %s::{half} LIMIT %s")
+    return (f"SELECT c.id, NULL::float8, 1 - (c.embedding <=> %s::vector), c.ts_config FROM retrieval_chunk c "
+            f"WHERE c.embedding IS NOT NULL{where} ORDER BY c.embedding::{half} <=> %s::{half} LIMIT %s")
 
 
 def _vector_ranking(vector: str, n: int, filters: SearchFilters | None) -> list[tuple[int, float, str]]:
@@ -124,8 +109,7 @@ def text_ranking_sql(*, where: str = "", cosine: bool = False) -> str:
     gathered per lexeme (one ``LATERAL`` index probe each), at most
     ``RETRIEVAL_TEXT_CANDIDATES_PER_TERM``: a rare term (a code, a product name)
     brings all its chunks, a common one a sample. A lexeme that ``ANALYZE``'s
-    statistics (``pg_stats``, the column's most common elements) say occurs in more
-    than ``RETRIEVAL_TEXT_MAX_TERM_ROWS`` chunks brings none (even finding its sample
+    statistics (:func:`_term_statistics`) say occurs in more than ``RETRIEVAL_TEXT_MAX_TERM_ROWS`` chunks brings none (even finding its sample
     costs time linear in its frequency); it still counts, with its small weight.
     ``df`` is the number of candidates a lexeme brought (exact below the cap) or the
     statistics' estimate, whichever is larger; ``N`` the analysed row count (a count
@@ -138,15 +122,14 @@ def text_ranking_sql(*, where: str = "", cosine: bool = False) -> str:
     by that name; any other lexeme only in chunks of the query's own configuration
     (a Russian stem means nothing to English text).
 
-    One statement, so that it shares one round trip with the ANN query (round trips
-    cost most on a busy machine: parsing, gathering and scoring in three of them kept
-    search at 100k chunks above its 20 ms p95 target, docs/benchmarks.md).
+    One statement, so that it shares one round trip with the ANN query: a search is
+    two round trips (the rankings, then the hits that survive the fusion) instead of
+    five, and round trips cost most on a busy machine (docs/benchmarks.md, "Search
+    at 100k chunks").
     """
     similarity = "1 - (c.embedding <=> %s::vector)" if cosine else "NULL::float8"
-    # The statistics' float4 values are read as their shortest decimals (``::text::float8``), as a client
-    # reads them: the weights stay those of the earlier Python version, bit for bit. The scored chunks
-    # are looked up by id (``= ANY(ARRAY(...))``): given the whole query, the planner would fetch every
-    # chunk holding any of its words, common ones included, and only then keep the candidates.
+    # The scored chunks are looked up by id (``= ANY(ARRAY(...))``): given the whole query, the planner
+    # would fetch every chunk holding any of its words, common ones included, and only then keep them.
     return f"""
 WITH query AS MATERIALIZED (
     SELECT nullif(replace(websearch_to_tsquery(p.config::regconfig, p.text)::text, ' & ', ' | '), '')::tsquery
@@ -154,18 +137,14 @@ WITH query AS MATERIALIZED (
            tsvector_to_array(to_tsvector(p.config::regconfig, p.text)) AS lexemes, p.config
     FROM (SELECT %s::text AS config, %s::text AS text) p
 ), statistics AS MATERIALIZED (
-    SELECT greatest(cl.reltuples, 0)::text::float8 AS rows, s.most_common_elems::text::text[] AS elements,
-           s.most_common_elem_freqs AS frequencies
-    FROM pg_class cl LEFT JOIN pg_stats s ON s.tablename = cl.relname AND s.schemaname = current_schema()
-         AND s.attname = 'search_vector'
-    WHERE cl.relname = 'retrieval_chunk' AND cl.relkind = 'r' LIMIT 1
+    SELECT %s::float8 AS rows, %s::text[] AS elements, %s::float8[] AS frequencies
 ), terms AS MATERIALIZED (
     SELECT t.position, ({_QUOTED_LEXEME})::tsquery AS term, ({_QUOTED_LEXEME} || ':A')::tsquery AS heading,
-           coalesce(st.frequencies[array_position(st.elements, t.lexeme)]::text::float8 * st.rows, 0) AS estimate,
+           coalesce(st.frequencies[array_position(st.elements, t.lexeme)] * st.rows, 0) AS estimate,
            CASE WHEN q.config = ANY(%s) AND t.lexeme ~ '{_LATIN_LEXEME}' THEN %s ELSE ARRAY[q.config] END
                AS configs
     FROM query q CROSS JOIN unnest(q.lexemes) WITH ORDINALITY AS t(lexeme, position)
-         LEFT JOIN statistics st ON true
+         CROSS JOIN statistics st
 ), found AS MATERIALIZED (
     SELECT t.position, f.id FROM terms t CROSS JOIN LATERAL (
         SELECT c.id FROM retrieval_chunk c
@@ -182,59 +161,68 @@ WITH query AS MATERIALIZED (
                                         t.estimate, 1.0) AS df) d
     ORDER BY t.position
 )
-SELECT ranked.id, ranked.score, {similarity}, c.ts_config, {_HIT_COLUMNS}
-FROM (
-    SELECT c.id, ts_rank_cd(c.search_vector, q.tsq, 1) AS tie,
-           (SELECT sum(CASE WHEN c.search_vector @@ w.term THEN w.weight ELSE 0 END
-                       + CASE WHEN c.search_vector @@ w.heading THEN w.weight * {HEADING_BONUS!r} ELSE 0 END)
-            FROM weights w) AS score
-    FROM retrieval_chunk c, query q
-    WHERE c.id = ANY(ARRAY(SELECT DISTINCT f.id FROM found f)) AND c.search_vector @@ q.tsq
-    ORDER BY score DESC, tie DESC, c.id LIMIT %s
-) ranked JOIN retrieval_chunk c ON c.id = ranked.id
-ORDER BY ranked.score DESC, ranked.tie DESC, ranked.id"""
+SELECT c.id, (SELECT sum(CASE WHEN c.search_vector @@ w.term THEN w.weight ELSE 0 END
+                         + CASE WHEN c.search_vector @@ w.heading THEN w.weight * {HEADING_BONUS!r} ELSE 0 END)
+              FROM weights w) AS score,
+       {similarity}, c.ts_config
+FROM retrieval_chunk c, query q
+WHERE c.id = ANY(ARRAY(SELECT DISTINCT f.id FROM found f)) AND c.search_vector @@ q.tsq
+ORDER BY score DESC, ts_rank_cd(c.search_vector, q.tsq, 1) DESC, c.id LIMIT %s"""
 
 
 def _text_ranking_params(query: str, ts_config: str, n: int, filter_params: list[Any],
                          vector: str | None) -> list[Any]:
     """:func:`text_ranking_sql`'s parameters, in order."""
+    statistics = _term_statistics()
     # Lower-cased here, like the indexed text (see ingestion.chunks_index_text).
-    return [ts_config, query.lower(), LATIN_SHARED_CONFIGS, LATIN_SHARED_CONFIGS, *filter_params,
+    return [ts_config, query.lower(), statistics.rows, statistics.elements, statistics.frequencies,
+            LATIN_SHARED_CONFIGS, LATIN_SHARED_CONFIGS, *filter_params,
             settings.RETRIEVAL_TEXT_CANDIDATES_PER_TERM, float(settings.RETRIEVAL_TEXT_MAX_TERM_ROWS),
             *([vector] if vector is not None else []), n]
 
 
 @dataclass(frozen=True)
-class _Row:
-    """One ranked chunk as a ranking query returns it, with everything its hit needs."""
+class TermStatistics:
+    """What ANALYZE knows of the full-text column, as array literals for the ranking query's parameters."""
+
+    rows: float = 0.0  # pg_class.reltuples; 0 when never analysed (N is then a count)
+    elements: str = "{}"  # the commonest lexemes (text[] literal)
+    frequencies: str = "{}"  # the share of chunks holding each (float8[] literal)
+
+
+_statistics_cache: tuple[float, TermStatistics] = (-1e9, TermStatistics())
+
+
+def _term_statistics() -> TermStatistics:
+    """Term statistics from ``pg_stats`` (most common elements of ``search_vector``), cached per process
+    for a minute: they only change when autovacuum re-analyses, and reading them costs more than a search's
+    full-text scoring (the view took ~0.5 ms to plan and ~0.2 ms to run per search at 100k chunks)."""
+    global _statistics_cache
+    cached_at, cached = _statistics_cache
+    if time.monotonic() - cached_at < 60:
+        return cached
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs, c.reltuples "
+            "FROM pg_class c LEFT JOIN pg_stats s ON s.tablename = c.relname AND s.schemaname = current_schema() "
+            "AND s.attname = 'search_vector' WHERE c.relname = 'retrieval_chunk' AND c.relkind = 'r'"
+        )
+        row = cursor.fetchone()
+    elements, frequencies, rows = row or (None, None, 0)
+    quoted = ('"' + e.replace("\\", "\\\\").replace('"', '\\"') + '"' for e in elements or [])
+    statistics = TermStatistics(rows=max(float(rows or 0), 0.0), elements="{" + ",".join(quoted) + "}",
+                                frequencies="{" + ",".join(repr(float(f)) for f in frequencies or []) + "}")
+    _statistics_cache = (time.monotonic(), statistics)
+    return statistics
+
+
+class _Row(NamedTuple):
+    """One ranked chunk as a ranking query returns it."""
 
     chunk_id: int
     score: float | None  # the lexical score; None from the ANN query
     similarity: float | None  # the cosine with the query vector; None without one (or without an embedding)
     ts_config: str
-    document_id: int
-    heading_path: str
-    position: int
-    language: str
-    text: str
-    token_count: int
-    source: str
-    title: str
-
-    @classmethod
-    def from_db(cls, row: tuple[Any, ...], *, ann: bool) -> _Row:
-        chunk_id, first, second, ts_config, document_id, heading, position, language, text, tokens, _place, \
-            source, title = row
-        score, similarity = (None, first) if ann else (first, second)
-        return cls(chunk_id=chunk_id, score=None if score is None else float(score),
-                   similarity=None if similarity is None else float(similarity), ts_config=ts_config,
-                   document_id=document_id, heading_path=heading, position=position, language=language, text=text,
-                   token_count=tokens, source=source, title=title)
-
-    def hit(self) -> ChunkHit:
-        return ChunkHit(chunk_id=self.chunk_id, document_id=self.document_id, source=self.source, title=self.title,
-                        heading_path=self.heading_path, position=self.position, language=self.language,
-                        text=self.text, token_count=self.token_count, vector_score=self.similarity)
 
 
 def _rankings_fetch(query: str | None, ts_config: str, n: int, filters: SearchFilters | None, *,
@@ -243,8 +231,7 @@ def _rankings_fetch(query: str | None, ts_config: str, n: int, filters: SearchFi
 
     One round trip for both: Django's client-side-binding cursor sends the statements
     as one simple query, which runs as one transaction, so the ANN query's local
-    settings apply to it and end with it. Each row brings what its hit needs, so
-    nothing is loaded after the fusion.
+    settings apply to it and end with it.
     """
     where, filter_params = _filter_sql(filters)
     statements: list[str] = []
@@ -259,7 +246,7 @@ def _rankings_fetch(query: str | None, ts_config: str, n: int, filters: SearchFi
         statements.append(vector_ranking_sql(dim=vector.count(",") + 1, where=where))
         params += [vector, *filter_params, vector, n]
     if query is not None:
-        statements.append(_with_documents(text_ranking_sql(where=where, cosine=vector is not None)))
+        statements.append(text_ranking_sql(where=where, cosine=vector is not None))
         params += _text_ranking_params(query, ts_config, n, filter_params, vector)
     if not statements:
         return [], []
@@ -267,11 +254,32 @@ def _rankings_fetch(query: str | None, ts_config: str, n: int, filters: SearchFi
         cursor.execute("; ".join(statements), params)
         for _ in range(settings_statements):
             cursor.nextset()
-        vector_rows = [_Row.from_db(row, ann=True) for row in cursor.fetchall()] if vector is not None else []
+        vector_rows = [_Row(*row) for row in cursor.fetchall()] if vector is not None else []
         if query is not None and vector is not None:
             cursor.nextset()
-        text_rows = [_Row.from_db(row, ann=False) for row in cursor.fetchall()] if query is not None else []
+        text_rows = [_Row(*row) for row in cursor.fetchall()] if query is not None else []
     return vector_rows, text_rows
+
+
+def _hits_load(ids: list[int], vector: str | None) -> dict[int, ChunkHit]:
+    """Hits by chunk id, with the cosine similarity when ``vector`` is given."""
+    if not ids:
+        return {}
+    score = "1 - (c.embedding <=> %s::vector)" if vector is not None else "NULL"
+    sql = (
+        f"SELECT c.id, c.document_id, d.source, d.title, c.heading_path, c.position, c.language, c.text, "
+        f"c.token_count, {score} FROM retrieval_chunk c "
+        "JOIN retrieval_document d ON d.id = c.document_id WHERE c.id = ANY(%s)"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [vector, ids] if vector is not None else [ids])
+        rows = cursor.fetchall()
+    return {
+        chunk_id: ChunkHit(chunk_id=chunk_id, document_id=document_id, source=source, title=title,
+                           heading_path=heading, position=position, language=language, text=text,
+                           token_count=tokens, vector_score=None if cosine is None else float(cosine))
+        for chunk_id, document_id, source, title, heading, position, language, text, tokens, cosine in rows
+    }
 
 
 def chunk_search_hybrid(query: str, k: int = 10, filters: SearchFilters | None = None, *,
@@ -295,13 +303,12 @@ def chunk_search_hybrid(query: str, k: int = 10, filters: SearchFilters | None =
         vector = vector_literal(query_vector)
     vector_rows, text_rows = _rankings_fetch(query if mode != "vector" else None, ts_config, n, filters,
                                              vector=vector)
-    rows = {row.chunk_id: row for row in [*text_rows, *vector_rows]}
     vector_ranked = [(row.chunk_id, row.similarity or 0.0, row.ts_config) for row in vector_rows]
     text_ranked = [(row.chunk_id, round(row.score or 0.0, 6)) for row in text_rows]
     # The cosines of the chunks full text finds come with them (score fusion judges every candidate on both).
     looked_up = {row.chunk_id: (row.similarity, row.ts_config) for row in text_rows if row.similarity is not None}
 
-    # Fuse on ids and scores; only the chunks that survive become hits.
+    # Fuse on ids and scores; only the chunks that survive are loaded.
     scores: dict[int, dict[str, float | int]] = {}
     for rank, (chunk_id, cosine, _) in enumerate(vector_ranked, start=1):
         scores[chunk_id] = {"vector_rank": rank, "vector_score": cosine}
@@ -317,9 +324,10 @@ def chunk_search_hybrid(query: str, k: int = 10, filters: SearchFilters | None =
     reranking = rerank and rerank_client() is not None
     keep = sorted(fused, key=lambda cid: (-fused[cid], -float(scores[cid].get("vector_score", 0.0)), cid))
     keep = keep[:n if reranking else k]
+    hits = _hits_load(keep, vector)
     ordered = []
     for chunk_id in keep:
-        hit = rows[chunk_id].hit()
+        hit = hits[chunk_id]
         hit.fused_score = fused[chunk_id]
         for name, value in scores[chunk_id].items():
             setattr(hit, name, value)

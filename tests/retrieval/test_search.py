@@ -100,15 +100,15 @@ def test_relative_score_fusion_sees_margins_rank_fusion_does_not(stub_embedder, 
     assert by_score[0].fused_score - by_score[1].fused_score > 0.2
 
 
-def test_hybrid_search_is_one_database_round_trip(stub_embedder, write_files):
-    """ANN, the full-text parse, candidates and scores, and the hits: one query to the database, filtered or not."""
+def test_hybrid_search_is_two_database_round_trips(stub_embedder, write_files):
+    """ANN and the whole full-text ranking (parse, candidates, scores) in one, the k hits in another: filtered or not."""
     root = write_files({"refunds.md": REFUNDS_EN, "support.md": SUPPORT_RU})
     kb_ingest_paths(paths=[str(root)])
     vector = np.ones(384, dtype=np.float32) / np.sqrt(384)
     for filters in (None, SearchFilters(languages=["en"], source_prefix=str(root))):
         with CaptureQueriesContext(connection) as queries:
             hits = chunk_search_hybrid("refunds payment", k=5, query_vector=vector, filters=filters)
-        assert len(queries) == 1 and _name(hits[0]) == "refunds.md"
+        assert len(queries) == 2 and _name(hits[0]) == "refunds.md"
         assert hits[0].text_rank == 1 and hits[0].vector_score is not None and hits[0].source.endswith("refunds.md")
 
 
