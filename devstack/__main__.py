@@ -67,7 +67,7 @@ def run() -> int:
     signal.signal(signal.SIGINT, _on_signal)
     group = ProcessGroup(log_dir=DATA / "logs")
     env = dict(os.environ)
-    env.setdefault("DJANGO_SETTINGS_MODULE", "supportdesk.settings")
+    env.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     # Debug pages would send tracebacks to anyone who can reach the port: off unless asked (DEBUG=true).
     env.setdefault("DEBUG", "false")
     secret_key_env(env, kept=DATA / "secret_key")
@@ -97,7 +97,7 @@ def run() -> int:
             say(f"Celery worker '{spec.role}': queues {spec.queues}, {spec.pool} pool x {spec.concurrency}")
         web = group.start(
             "web",
-            [sys.executable, "-m", "uvicorn", "supportdesk.asgi:application", "--host",
+            [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host",
              env.get("SD_WEB_HOST", "127.0.0.1"), "--port", str(web_port), "--ws", "websockets",
              "--workers", env.get("SD_WEB_WORKERS", "2")],
             env=env,
@@ -220,7 +220,7 @@ def _with_throwaway_services(name: str, command: list[str], *, migrate: bool) ->
         env["DATABASE_URL"] = postgres_start(group, data_dir=root / "postgres", port=free_port(), database="supportdesk")
         env["REDIS_URL"] = redis_start(group, data_dir=root / "redis", port=free_port())
         say(f"{name} services: {env['DATABASE_URL']}  {env['REDIS_URL']}")
-        env.setdefault("DJANGO_SETTINGS_MODULE", "supportdesk.settings")
+        env.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
         secret_key_env(env)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
         if migrate:

@@ -62,18 +62,18 @@ def worker_argv(spec: WorkerSpec, *, name: str, loglevel: str = "INFO") -> list[
     """The command line of one worker; ``name`` makes its node name unique (``name@host``)."""
     # No gossip or mingle: workers need not follow each other's events (CPU on every one of
     # them) nor sync state at start-up; control commands (ping, inspect) still work.
-    argv = [sys.executable, "-m", "celery", "-A", "supportdesk", "worker", "-Q", spec.queues, "-P", spec.pool,
+    argv = [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", spec.queues, "-P", spec.pool,
             "-c", str(spec.concurrency), "--loglevel", loglevel, "-n", f"{name}-{spec.role}@%h",
             "--without-gossip", "--without-mingle"]
     return ["nice", "-n", str(spec.nice), *argv] if spec.nice else argv
 
 
 def worker_env(env: dict[str, str]) -> dict[str, str]:
-    """Worker environment: one OpenMP thread that sleeps when idle for the in-process embedder.
+    """Worker environment: OpenMP threads that sleep when idle, one unless a library asks for more.
 
     On two shared cores, busy-waiting OpenMP threads fight the other processes (ingestion
-    measured 4-5x faster with one passive thread than with two busy ones); deployments
-    with cores to spare may raise it. Passages (the ingest worker's work) are embedded with
-    ``RETRIEVAL_INGEST_EMBED_THREADS`` passive threads, set by the embedder per call.
+    measured 4-5x faster with one passive thread than with two busy ones). The local
+    embedder sets its own count when it loads (``RETRIEVAL_EMBED_THREADS``), and for
+    passages (the ingest worker's work) per call (``RETRIEVAL_INGEST_EMBED_THREADS``).
     """
     return {"OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "passive", **env}

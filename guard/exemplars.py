@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from django.conf import settings
-from django.db import DatabaseError
+from django.db import DatabaseError, connection, transaction
 
 from guard.verdict import ExemplarMatch
 from retrieval.embedders import Embedder, embedder_get
@@ -47,6 +47,8 @@ SCORE_SCALE = 0.005
 NEAR_SCORE = 0.02  # the score of a near-duplicate of an allowed exemplar (1 - it: of a harmful one)
 CATEGORIES_MAX = 3
 _MEMO_MAX = 50_000
+ExemplarRow = tuple[int, str, str, str, "bytes | memoryview | None", str]  # id, text, level, category, vector, embedder
+EMBED_LOCK = 0x6775617264_01  # pg advisory lock: one process embeds missing exemplars at a time
 
 # (embedder name, text) -> vector: rolled-back or re-seeded rows (tests, a
 # re-run migration) are not embedded twice in one process.
@@ -94,32 +96,58 @@ def _vectors_of(embedder: Embedder, texts: list[str]) -> np.ndarray:
     return np.vstack([_memo[(embedder.name, t)] for t in texts])
 
 
-def exemplars_load(embedder: Embedder) -> ExemplarSet:
-    """Active exemplars with their vectors; embeds (and stores) those not embedded with ``embedder`` yet."""
+def _exemplar_rows() -> list[ExemplarRow]:
     from guard.models import GuardExemplar
 
-    rows = list(GuardExemplar.objects.filter(is_active=True).order_by("id").values_list(
+    return list(GuardExemplar.objects.filter(is_active=True).order_by("id").values_list(
         "id", "text", "level", "category", "embedding", "embedded_with",
     ))
-    vectors: list[np.ndarray | None] = []
-    missing: list[int] = []
-    for index, (_id, _text, _level, _category, blob, embedded_with) in enumerate(rows):
-        if blob is not None and embedded_with == embedder.name:
-            vectors.append(np.frombuffer(bytes(blob), dtype=np.float32))
-        else:
-            vectors.append(None)
-            missing.append(index)
-    if missing:
-        fresh = _vectors_of(embedder, [rows[i][1] for i in missing])
-        for index, vector in zip(missing, fresh, strict=True):
-            vectors[index] = vector
-            row_id, text = rows[index][0], rows[index][1]
-            # Filtered on the text: a concurrent edit of this row keeps its own (cleared) vector.
-            # A queryset update sends no signal, so storing vectors does not invalidate snapshots.
-            GuardExemplar.objects.filter(pk=row_id, text=text).update(
-                embedding=vector.astype(np.float32).tobytes(), embedded_with=embedder.name,
-            )
-        logger.info("embedded %d guard exemplars with %s", len(missing), embedder.name)
+
+
+def _stored_vectors(rows: list[ExemplarRow],
+                    embedder: Embedder) -> list[np.ndarray | None]:
+    return [np.frombuffer(bytes(blob), dtype=np.float32) if blob is not None and embedded_with == embedder.name
+            else None for (_id, _text, _level, _category, blob, embedded_with) in rows]
+
+
+def _vectors_embed(rows: list[ExemplarRow], vectors: list[np.ndarray | None],
+                   embedder: Embedder) -> None:
+    """Fill the missing ``vectors`` in place and store them on their rows."""
+    from guard.models import GuardExemplar
+
+    missing = [index for index, vector in enumerate(vectors) if vector is None]
+    if not missing:
+        return
+    fresh = _vectors_of(embedder, [rows[i][1] for i in missing])
+    for index, vector in zip(missing, fresh, strict=True):
+        vectors[index] = vector
+        row_id, text = rows[index][0], rows[index][1]
+        # Filtered on the text: a concurrent edit of this row keeps its own (cleared) vector.
+        # A queryset update sends no signal, so storing vectors does not invalidate snapshots.
+        GuardExemplar.objects.filter(pk=row_id, text=text).update(
+            embedding=vector.astype(np.float32).tobytes(), embedded_with=embedder.name,
+        )
+    logger.info("embedded %d guard exemplars with %s", len(missing), embedder.name)
+
+
+def exemplars_load(embedder: Embedder) -> ExemplarSet:
+    """Active exemplars with their vectors; embeds (and stores) those not embedded with ``embedder`` yet.
+
+    Embedding the starter set takes ~20 s of CPU: one process at a time does it (a
+    PostgreSQL advisory lock), and the processes that waited find the vectors stored.
+    """
+    rows = _exemplar_rows()
+    vectors = _stored_vectors(rows, embedder)
+    if any(v is None for v in vectors):
+        # Inside a caller's transaction the lock would be held until that one ends: embed unlocked.
+        serialise = not connection.in_atomic_block
+        with transaction.atomic():
+            if serialise:
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT pg_advisory_xact_lock(%s)", [EMBED_LOCK])
+                rows = _exemplar_rows()
+                vectors = _stored_vectors(rows, embedder)
+            _vectors_embed(rows, vectors, embedder)
     dim = embedder.dim if not rows else len(vectors[0])  # type: ignore[arg-type]
     matrix = np.vstack(vectors) if rows else np.zeros((0, dim), dtype=np.float32)  # type: ignore[arg-type]
     levels = [row[2] for row in rows]
@@ -215,3 +243,24 @@ def exemplars_assess(*, text: str) -> ExemplarScore:
     exemplars = exemplars_snapshot(embedder)
     vector = embedder.embed_queries([text])[0]
     return exemplars_score(vector=vector, exemplars=exemplars, config=exemplar_settings())
+
+
+def exemplars_warm() -> None:
+    """Load this process's snapshot before a customer's message needs it (a worker's start).
+
+    With the starter set stored unembedded (a fresh database, a new embedder) the
+    first load embeds ~1,000 exemplars, ~20 s of CPU on two cores: without this the
+    first customers after a deploy wait that long for the guardian.
+    """
+    from django.db import connections
+
+    from guard.config import guard_config
+
+    try:
+        if "exemplars" in guard_config().providers:
+            exemplars_snapshot(embedder_get())
+    except Exception:  # a warm-up must never stop a worker: the first screening loads instead
+        logger.exception("guard exemplars: warm-up failed")
+    finally:
+        connections.close_all()
+

@@ -21,6 +21,8 @@ from openai import omit
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from retrieval.querycache import query_vectors_get, query_vectors_put
+
 
 class Embedder(Protocol):
     name: str
@@ -39,7 +41,7 @@ def _normalise(matrix: np.ndarray) -> np.ndarray:
     return (matrix / norms).astype(np.float32)
 
 
-RECENT_QUERIES = 256  # single-query vectors a local embedder keeps (1.5 KB each)
+RECENT_QUERIES = 256  # query vectors a local embedder keeps in its process (1.5 KB each)
 
 
 class LocalEmbedder:
@@ -91,19 +93,33 @@ class LocalEmbedder:
         return _normalise(np.vstack(rows))
 
     def embed_queries(self, texts: list[str]) -> np.ndarray:
-        if len(texts) != 1:
-            return self._embed(texts, is_query=True)
-        # One turn embeds its message more than once (the guardian's exemplars, the planner's
-        # knowledge-base relevance, the first search): ~18 ms of CPU each on two cores.
+        """Query vectors, each text embedded at most once per deployment while it is recent.
+
+        One turn embeds its message in several stages (the guardian's exemplars, the
+        planner's knowledge-base relevance, the answer's prefetch with the plan's
+        sub-queries), ~18 ms of CPU each on two cores, in whichever worker process runs
+        the stage: this process's recent queries first, then the shared cache
+        (retrieval.querycache), then one batch for the rest.
+        """
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        found: dict[str, np.ndarray] = {}
         with self._lock:
-            hit = self._recent.get(texts[0])
-        if hit is None:
-            hit = self._embed(texts, is_query=True)
-            with self._lock:
-                self._recent[texts[0]] = hit
-                while len(self._recent) > RECENT_QUERIES:
-                    del self._recent[next(iter(self._recent))]
-        return hit.copy()
+            for text in texts:
+                if text in self._recent:
+                    found[text] = self._recent[text]
+        missing = [t for t in dict.fromkeys(texts) if t not in found]
+        shared = query_vectors_get(self.name, missing, self.dim) if missing else {}
+        todo = [t for t in missing if t not in shared]
+        fresh = dict(zip(todo, self._embed(todo, is_query=True), strict=True)) if todo else {}
+        query_vectors_put(self.name, fresh)
+        found |= shared | fresh
+        with self._lock:
+            for text in missing:
+                self._recent[text] = found[text]
+            while len(self._recent) > RECENT_QUERIES:
+                del self._recent[next(iter(self._recent))]
+        return np.vstack([found[t] for t in texts]).astype(np.float32, copy=True)
 
     def embed_passages(self, texts: list[str]) -> np.ndarray:
         return self._embed(texts, is_query=False)

@@ -14,7 +14,7 @@ import time
 import tracemalloc
 import uuid
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "supportdesk.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 import django  # noqa: E402
 
@@ -22,8 +22,8 @@ django.setup()
 
 from django.db import transaction  # noqa: E402
 
-from sgr.analytics.exports import csv_stream, jsonl_stream  # noqa: E402
-from sgr.analytics.filters import PlanRecordFilters, plan_records_filter  # noqa: E402
+from analytics.exports import csv_stream, jsonl_stream  # noqa: E402
+from analytics.filters import PlanRecordFilters, plan_records_filter  # noqa: E402
 from sgr.models import PlanRecord  # noqa: E402
 from supportdesk.models import Conversation, Message, Turn  # noqa: E402
 

@@ -43,7 +43,7 @@ from devstack.processes import ProcessGroup  # noqa: E402
 from guard.exemplars import exemplars_load  # noqa: E402
 from retrieval.embedders import embedder_get  # noqa: E402
 from devstack.workers import worker_argv, worker_env, worker_specs  # noqa: E402
-from supportdesk.celery import app as celery_app  # noqa: E402
+from config.celery import app as celery_app  # noqa: E402
 from supportdesk.models import Message, Turn, TurnEvent  # noqa: E402
 from supportdesk.services import conversation_create, message_receive  # noqa: E402
 

@@ -64,7 +64,7 @@ from devstack.workers import worker_argv, worker_env, worker_specs  # noqa: E402
 from retrieval.models import Upload  # noqa: E402
 from retrieval.uploads import upload_create  # noqa: E402
 from sgr.models import PlanRecord  # noqa: E402
-from supportdesk.celery import app as celery_app  # noqa: E402
+from config.celery import app as celery_app  # noqa: E402
 from supportdesk.models import Turn, TurnEvent  # noqa: E402
 from tests.llm_stub import ScriptedLLM  # noqa: E402
 
@@ -123,7 +123,7 @@ def start_stack(stub: StubProcess, log_dir: Path) -> tuple[list[subprocess.Popen
         for spec in worker_specs(env)
     ]
     procs.append(
-        subprocess.Popen([sys.executable, "-m", "uvicorn", "supportdesk.asgi:application", "--host", "127.0.0.1",
+        subprocess.Popen([sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1",
                           "--port", str(port), "--log-level", "warning", "--workers", os.environ.get("SD_WEB_WORKERS", "2")],
                          env=env, cwd=ROOT, stdout=open(log_dir / "uvicorn.log", "ab"), stderr=subprocess.STDOUT,
                          start_new_session=True),

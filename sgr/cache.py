@@ -27,6 +27,8 @@ GENERATION_KEY = "sgr:content:generation"
 T = TypeVar("T")
 
 _local: dict[str, tuple[bytes, Any]] = {}
+_loading: dict[str, threading.RLock] = {}
+_loading_lock = threading.Lock()
 _client: redis.Redis | None = None
 _client_lock = threading.Lock()
 
@@ -81,9 +83,17 @@ def content_cached(name: str, loader: Callable[[], T]) -> T:
     hit = _local.get(name)
     if hit is not None and hit[0] == generation:
         return hit[1]
-    data = loader()
-    _local[name] = (generation, data)
-    return data
+    with _loading_lock:
+        lock = _loading.setdefault(name, threading.RLock())
+    # One load per name and process at a time: the threads of a worker that arrive meanwhile (a
+    # burst after a restart or an edit) take its result instead of each loading the same data.
+    with lock:
+        hit = _local.get(name)
+        if hit is not None and hit[0] == generation:
+            return hit[1]
+        data = loader()
+        _local[name] = (generation, data)
+        return data
 
 
 def content_stale(name: str) -> Any | None:

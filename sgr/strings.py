@@ -1,12 +1,19 @@
 """Customer-facing UI strings, localized (English and Russian).
 
 Staff edit them in the database (:class:`sgr.models.UIString`); the built-in
-defaults below are the last-resort layer (other apps add their keys here).
+defaults below are the last-resort layer. An app with strings of its own keeps
+them in its own module and registers them from its ``AppConfig.ready`` with
+:func:`strings_register` (importing a module never registers anything).
 Lookup order for ``ui_string(key, language)``:
 
 1. the requested language: the database row, else the built-in text;
 2. the default language (``DEFAULT_LANGUAGE``): the database row, else the built-in text;
 3. English built-in, then the key itself.
+
+A database row that still holds the text the first data migration seeded
+(``sgr/migrations/data/0002_default_content.json``) was never edited by staff: it
+does not count as an override, so a later fix to a built-in text reaches every
+database without a migration.
 
 Strings are cached per process and invalidated across processes on every edit
 (:mod:`sgr.cache`), so an edit shows up on the next turn without a restart.
@@ -14,7 +21,11 @@ Strings are cached per process and invalidated across processes on every edit
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Mapping
+from functools import cache
+from pathlib import Path
 
 from django.conf import settings
 from django.core.exceptions import SynchronousOnlyOperation
@@ -206,6 +217,18 @@ BUILTIN_STRINGS: dict[str, dict[str, str]] = {
         "en": "The zip unpacks to {megabytes} MB; at most {limit} MB are accepted at once.",
         "ru": "Zip-архив распаковывается в {megabytes} МБ; за один раз принимается не больше {limit} МБ.",
     },
+    "feedback_turn_unfinished": {
+        "en": "Feedback can be given once the answer is complete.",
+        "ru": "Оценить ответ можно, когда он готов.",
+    },
+    "feedback_bad_rating": {
+        "en": "The rating must be 1 (helpful) or -1 (not helpful).",
+        "ru": "Оценка должна быть 1 (полезно) или -1 (бесполезно).",
+    },
+    "feedback_comment_too_long": {
+        "en": "The comment is too long (at most {max} characters).",
+        "ru": "Комментарий слишком длинный (не более {max} символов).",
+    },
 }
 
 UI_STRINGS_SNAPSHOT = "ui_strings"
@@ -219,10 +242,38 @@ def supported_language(language: str | None) -> str:
     return code if code in known else settings.DEFAULT_LANGUAGE
 
 
-def _db_strings() -> dict[tuple[str, str], str]:
-    from sgr.models import UIString  # models import this module's BUILTIN_STRINGS
+SEEDED_FILE = Path(__file__).resolve().parent / "migrations" / "data" / "0002_default_content.json"
 
-    return {(key, lang): text for key, lang, text in UIString.objects.values_list("key", "language", "text")}
+
+def strings_register(strings: Mapping[str, Mapping[str, str]]) -> None:
+    """Add an app's built-in strings (call it from the app's ``AppConfig.ready``).
+
+    Registering the same texts again is a no-op; another text for a key that is
+    already built in is a programming error (two apps would fight over one key).
+    """
+    for key, variants in strings.items():
+        known = BUILTIN_STRINGS.get(key)
+        if known is not None and dict(known) != dict(variants):
+            raise ValueError(f"UI string {key!r} is already built in with other texts")
+        BUILTIN_STRINGS[key] = dict(variants)
+
+
+@cache
+def seeded_strings() -> dict[tuple[str, str], str]:
+    """The UI-string rows the data migration wrote (its frozen data), by (key, language)."""
+    data = json.loads(SEEDED_FILE.read_text(encoding="utf-8"))
+    return {(key, lang): text for key, variants in data["ui_strings"].items() for lang, text in variants.items()}
+
+
+def _db_strings() -> dict[tuple[str, str], str]:
+    from sgr.models import UIString  # models import this module's ui_string
+
+    seeded = seeded_strings()
+    return {
+        (key, lang): text
+        for key, lang, text in UIString.objects.values_list("key", "language", "text")
+        if seeded.get((key, lang)) != text  # a seeded row never edited: the built-in text speaks
+    }
 
 
 def _strings_table() -> dict[tuple[str, str], str]:

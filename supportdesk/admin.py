@@ -10,7 +10,7 @@ from django.utils.safestring import SafeString
 from sgr.admin_audit import AuditAdmin
 from supportdesk.apikeys import api_key_issue
 from supportdesk.models import ApiKey, Conversation, Turn, TurnEvent, TurnFeedback
-from supportdesk.selectors import conversation_transcript
+from supportdesk.outcome import conversation_transcript
 
 
 @admin.register(Conversation)

@@ -18,9 +18,9 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from guard.evaluation import percentile
-from sgr.records import plan_record_get
 from sgr.schema import Action
 from supportdesk.models import Turn, TurnEvent
+from supportdesk.outcome import turn_outcome
 from supportdesk.pipeline import ask_submit, turn_wait_or_current
 
 
@@ -99,24 +99,22 @@ def case_run(case: AnswerCase, *, timeout: float) -> CaseResult:
 
 
 def case_score(case: AnswerCase, turn: Turn) -> CaseResult:
-    record = plan_record_get(turn_id=turn.pk)
+    outcome = turn_outcome(turn=turn)
     begun = turn.created_at
     firsts: dict[str, Any] = {}
     for kind, at in TurnEvent.objects.filter(turn=turn, type__in=("plan", "token", "done")).order_by("seq").values_list(
             "type", "created_at"):
         firsts.setdefault(kind, at)
-    answer_event = TurnEvent.objects.filter(turn=turn, type="answer").order_by("-seq").first()
-    sources = (answer_event.payload or {}).get("sources", []) if answer_event else []
-    cited = [Path(str(s.get("url") or s.get("title") or "")).stem for s in sources]
+    cited = [Path(str(s.get("url") or s.get("title") or "")).stem for s in outcome.sources]
     result = CaseResult(
-        text=case.text, language=case.language, expected_action=case.expected_action, status=turn.status,
-        final_action=record.final_action if record else "", cited=cited, answer=turn.answer_text,
+        text=case.text, language=case.language, expected_action=case.expected_action, status=outcome.status,
+        final_action=outcome.final_action, cited=cited, answer=outcome.answer_text,
         plan_s=_seconds(begun, firsts.get("plan")), first_token_s=_seconds(begun, firsts.get("token")),
         done_s=_seconds(begun, firsts.get("done")) if turn.is_finished else None,
     )
     if case.expected_action == "normal":
         result.cites_expected = bool(case.expected_article) and case.expected_article in cited
-        result.facts_found = [fact for fact in case.key_facts if fact_present(fact, turn.answer_text)]
+        result.facts_found = [fact for fact in case.key_facts if fact_present(fact, outcome.answer_text)]
         result.has_facts = len(result.facts_found) == len(case.key_facts)
     return result
 

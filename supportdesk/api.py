@@ -1,4 +1,4 @@
-"""The root NinjaAPI (``/api/``, OpenAPI docs at ``/api/docs``) and the customer endpoints.
+"""The customer endpoints (``/api/conversations/...``), mounted on the root API by ``config.api``.
 
 Customer endpoints take the conversation's access token (``X-Conversation-Token``):
 no token -> 401, a token of another conversation -> 403, an unknown id -> 404.
@@ -11,15 +11,16 @@ from typing import Any, Literal
 from uuid import UUID
 
 from django.http import HttpRequest
-from ninja import NinjaAPI, Schema, Status
+from ninja import Router, Schema, Status
 from ninja.errors import HttpError
 
 from supportdesk.models import Conversation, Turn, TurnFeedback
 from supportdesk.selectors import conversation_get, conversation_messages, turn_of_conversation
 from supportdesk.feedback import feedback_submit
-from supportdesk.services import MessageRejected, conversation_open, message_receive
+from supportdesk.outcome import turn_outcome
+from supportdesk.services import conversation_open, message_receive
 
-api = NinjaAPI(title="SupportDesk API", version="1", urls_namespace="api")
+router = Router(tags=["conversations"])
 
 TOKEN_HEADER = "X-Conversation-Token"
 
@@ -102,73 +103,44 @@ def _authorized_turn(request: HttpRequest, public_id: UUID, turn_id: int) -> Tur
     return turn
 
 
-def rejected(exc: MessageRejected) -> HttpError:
-    return HttpError(429 if exc.code == "rate_limited" else 422, exc.text)
-
-
-@api.post("/conversations", response={201: ConversationOut}, tags=["conversations"])
+@router.post("/conversations", response={201: ConversationOut}, tags=["conversations"])
 def create_conversation(request: HttpRequest, payload: ConversationIn) -> Status:
-    try:
-        created = conversation_open(language=payload.language, client_ip=client_ip(request))
-    except MessageRejected as exc:
-        raise rejected(exc) from exc
+    created = conversation_open(language=payload.language, client_ip=client_ip(request))
     return Status(
         201,
         {"id": created.conversation.public_id, "token": created.access_token, "language": created.conversation.language},
     )
 
 
-@api.post("/conversations/{public_id}/messages", response={202: TurnOut}, tags=["conversations"])
+@router.post("/conversations/{public_id}/messages", response={202: TurnOut}, tags=["conversations"])
 def post_message(request: HttpRequest, public_id: UUID, payload: MessageIn) -> Status:
     conversation = _authorized_conversation(request, public_id)
-    try:
-        turn = message_receive(conversation=conversation, text=payload.text, client_ip=client_ip(request))
-    except MessageRejected as exc:
-        raise rejected(exc) from exc
+    turn = message_receive(conversation=conversation, text=payload.text, client_ip=client_ip(request))
     return Status(202, turn_out(turn))
 
 
-@api.get("/conversations/{public_id}/messages", response=list[MessageOut], tags=["conversations"])
+@router.get("/conversations/{public_id}/messages", response=list[MessageOut], tags=["conversations"])
 def list_messages(request: HttpRequest, public_id: UUID) -> list[dict[str, Any]]:
     return conversation_messages(conversation=_authorized_conversation(request, public_id))
 
 
-@api.get("/conversations/{public_id}/turns/{turn_id}", response=TurnOut, tags=["conversations"])
+@router.get("/conversations/{public_id}/turns/{turn_id}", response=TurnOut, tags=["conversations"])
 def get_turn(request: HttpRequest, public_id: UUID, turn_id: int) -> dict:
     return turn_out(_authorized_turn(request, public_id, turn_id))
 
 
-@api.post("/conversations/{public_id}/turns/{turn_id}/feedback", response=FeedbackOut, tags=["conversations"])
+@router.post("/conversations/{public_id}/turns/{turn_id}/feedback", response=FeedbackOut, tags=["conversations"])
 def post_feedback(request: HttpRequest, public_id: UUID, turn_id: int, payload: FeedbackIn) -> dict:
     turn = _authorized_turn(request, public_id, turn_id)
-    try:
-        feedback = feedback_submit(turn=turn, rating=RATINGS[payload.rating], comment=payload.comment)
-    except MessageRejected as exc:
-        raise rejected(exc) from exc
+    feedback = feedback_submit(turn=turn, rating=RATINGS[payload.rating], comment=payload.comment)
     return {"rating": payload.rating, "comment": feedback.comment}
 
 
 def turn_out(turn: Turn) -> dict:
-    answer = turn.answer_result or {}
+    outcome = turn_outcome(turn=turn)
     return {
-        "id": turn.pk, "status": turn.status, "ui_response": turn.ui_response, "answer": turn.answer_text,
-        "sources": answer.get("sources", []), "confidence": answer.get("confidence"),
-        "limitations": answer.get("limitations", []), "follow_ups": answer.get("follow_ups", []),
-        "feedback": RATING_NAMES.get(TurnFeedback.objects.filter(turn=turn).values_list("rating", flat=True).first(), ""),
+        "id": outcome.turn_id, "status": outcome.status, "ui_response": outcome.ui_response,
+        "answer": outcome.answer_text, "sources": outcome.sources, "confidence": outcome.confidence,
+        "limitations": outcome.limitations, "follow_ups": outcome.follow_ups,
+        "feedback": RATING_NAMES.get(outcome.feedback.rating, "") if outcome.feedback else "",
     }
-
-
-from supportdesk.api_ask import router as ask_router  # noqa: E402  (routers import the helpers above)
-from supportdesk.api_widget import router as widget_router  # noqa: E402
-
-api.add_router("/v1", ask_router)
-api.add_router("/widget", widget_router)
-
-
-def _routers_add() -> None:
-    from supportdesk.analytics_api import router as analyst_router
-
-    api.add_router("/v1/plan-records", analyst_router)
-
-
-_routers_add()

@@ -23,14 +23,14 @@ from django.http import HttpRequest, HttpResponse
 from ninja import Field, Header, Router, Schema, Status
 from ninja.errors import HttpError
 
-from supportdesk.api import SourceOut, client_ip, rejected
+from supportdesk.api import SourceOut, client_ip
 from supportdesk.apikeys import ApiKeyAuth
 from supportdesk.inspection import turn_ask_structured
 from supportdesk.models import ApiKey, Turn
+from supportdesk.outcome import turn_outcome
 from supportdesk.pipeline import (
-    IdempotencyConflict, ask_submit, ask_turn_get, ask_wait_bound, turn_failure, turn_wait_or_current,
+    ask_submit, ask_turn_get, ask_wait_bound, turn_failure, turn_wait_or_current,
 )
-from supportdesk.services import MessageRejected
 
 router = Router(tags=["ask"], auth=ApiKeyAuth("ask"))
 
@@ -89,9 +89,9 @@ class AskFailed(Schema):
 
 
 def _answer(turn: Turn) -> dict[str, Any]:
-    answer = turn.answer_result or {}
-    return {"turn_id": turn.pk, "status": turn.status, "answer_text": turn.answer_text or turn.ui_response,
-            "sources": answer.get("sources", []), "confidence": answer.get("confidence"), "language": turn.language}
+    outcome = turn_outcome(turn=turn)
+    return {"turn_id": outcome.turn_id, "status": outcome.status, "answer_text": outcome.reply,
+            "sources": outcome.sources, "confidence": outcome.confidence, "language": outcome.language}
 
 
 def _result_url(turn: Turn, structured: bool) -> str:
@@ -116,15 +116,11 @@ def _respond(turn: Turn, response: HttpResponse, *, structured: bool) -> Status 
 
 
 def _submit(request: HttpRequest, payload: AskIn, idempotency_key: str | None) -> Turn:
-    try:
-        submission = ask_submit(
-            text=payload.text, language=payload.language, api_key=_api_key(request),
-            idempotency_key=(idempotency_key or "").strip()[:200], client_ip=client_ip(request),
-        )
-    except MessageRejected as exc:
-        raise rejected(exc) from exc
-    except IdempotencyConflict as exc:
-        raise HttpError(409, str(exc)) from exc
+    # A rejected message (422/429) and a reused idempotency key (409) are answered by the root API's handlers.
+    submission = ask_submit(
+        text=payload.text, language=payload.language, api_key=_api_key(request),
+        idempotency_key=(idempotency_key or "").strip()[:200], client_ip=client_ip(request),
+    )
     return turn_wait_or_current(turn_id=submission.turn.pk, timeout=ask_wait_bound(payload.wait))
 
 

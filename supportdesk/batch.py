@@ -28,9 +28,10 @@ from typing import Any
 from django.db import close_old_connections, connections
 from openpyxl import Workbook, load_workbook
 
-from sgr.records import plan_record_get
+from retrieval.models import QueryTrace
 from supportdesk.htmlmd import html_to_markdown
-from supportdesk.pipeline import StructuredTurn, TurnTimeout, ask_submit, turn_structured, turn_wait
+from supportdesk.outcome import TurnOutcome, turn_outcome
+from supportdesk.pipeline import TurnTimeout, ask_submit, turn_wait
 from supportdesk.services import MessageRejected
 
 OUTPUT_COLUMNS: tuple[str, ...] = (
@@ -148,26 +149,13 @@ def output_write(path: Path, rows: list[dict[str, Any]]) -> None:
         raise
 
 
-def _retrieval(turn_id: int, structured: StructuredTurn) -> tuple[str, int, int]:
-    """(articles, chunks, searches) of a turn.
-
-    From its retrieval traces when the retrieval app records them (articles found,
-    their chunks, one search per trace), else from the answer's sources and the
-    queries the answer stage recorded.
-    """
-    from supportdesk.models import Turn
-
-    traces = getattr(Turn.objects.get(pk=turn_id), "retrieval_traces", None)
-    cited = _articles(structured.sources)
-    if traces is not None:
-        results = [r for t in traces.all() for r in (getattr(t, "results", None) or []) if isinstance(r, dict)]
-        searches = traces.count()
-        found = _articles(results)
-        chunks = sum(len(r.get("chunk_ids") or [r]) for r in results)
-        return cited or found, chunks, searches
-    record = plan_record_get(turn_id=turn_id)
-    searched = (((record.metadata or {}).get("answer") or {}).get("searched_queries") or []) if record else []
-    return cited, len(structured.sources), len(searched)
+def _retrieval(outcome: TurnOutcome) -> tuple[str, int, int]:
+    """(articles, chunks, searches) of a turn, from its retrieval traces: the articles its answer
+    cited (else those its searches found), their chunks, one search per trace."""
+    traces = list(QueryTrace.objects.filter(turn_id=outcome.turn_id).order_by("pk"))
+    results = [r for t in traces for r in (t.results or []) if isinstance(r, dict)]
+    chunks = sum(len(r.get("chunk_ids") or [r]) for r in results)
+    return _articles(outcome.sources) or _articles(results), chunks, len(traces)
 
 
 def _articles(sources: list[dict[str, Any]]) -> str:
@@ -182,21 +170,20 @@ def row_process(request: Request, *, language: str, timeout: float) -> dict[str,
         text = request_text(subject=request.subject, html=request.html)
         # The same path as POST /api/v1/ask: one conversation per request, then a bounded wait.
         turn = ask_submit(text=text, language=language).turn
-        finished = turn_wait(turn_id=turn.pk, timeout=timeout)
-        result = turn_structured(turn=finished)
-        plan = result.plan or {}
-        articles, chunks, searches = _retrieval(finished.pk, result)
+        outcome = turn_outcome(turn=turn_wait(turn_id=turn.pk, timeout=timeout))
+        plan = outcome.plan or {}
+        articles, chunks, searches = _retrieval(outcome)
         row.update(
-            status=DONE if result.status != "failed" else "failed",
+            status=DONE if outcome.status != "failed" else "failed",
             articles=articles,
             chunks=chunks,
-            answer=result.answer_text or result.ui_response,
+            answer=outcome.reply,
             spam_score=plan.get("spam_score"),
             confidence=plan.get("intent_confidence"),
             searches=searches,
             user_intent=plan.get("user_intent", ""),
-            final_action=result.final_action,
-            error=f"{result.error_code}: {finished.error_detail}"[:500] if result.error_code else "",
+            final_action=outcome.final_action,
+            error=f"{outcome.error_code}: {outcome.error_detail}"[:500] if outcome.error_code else "",
         )
     except MessageRejected as exc:
         row.update(status="failed", error=f"rejected: {exc.text}")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from sgr.analytics import messages  # noqa: F401  (registers the feedback strings)
 from sgr.strings import ui_string
 from supportdesk.models import Turn, TurnFeedback
 from supportdesk.services import MessageRejected

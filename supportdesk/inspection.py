@@ -1,4 +1,5 @@
-"""Read-only views of a finished turn for staff (the widget's debug view) and integrators (ask/structured).
+"""Read-only views of a finished turn for staff (the widget's debug view) and integrators (ask/structured),
+both built on the turn's outcome (:mod:`supportdesk.outcome`).
 
 Scores live here, never in customer events (DT-004).
 """
@@ -7,11 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.apps import apps
-
-from sgr.records import plan_record_get
+from retrieval.models import QueryTrace
 from supportdesk.models import Turn
-from supportdesk.selectors import turn_synthetic
+from supportdesk.outcome import turn_outcome
 
 
 def analysis_section(synthetic: str) -> str:
@@ -24,67 +23,56 @@ def analysis_section(synthetic: str) -> str:
 
 def query_traces(*, turn: Turn) -> list[dict[str, Any]]:
     """Retrieval's traces of the turn's searches (queries, ranked results with scores, confidence)."""
-    try:
-        model = apps.get_model("retrieval", "QueryTrace")
-    except LookupError:
-        model = None
-    if model is not None:
-        rows = model.objects.filter(turn_id=turn.pk).order_by("pk")
-        return [
-            {"id": t.pk, "queries": t.queries, "results": t.results, "confidence": t.confidence,
-             "latency_ms": t.latency_ms, "error": t.error}
-            for t in rows
-        ]
-    searches = ((turn.diagnostics or {}).get("answer") or {}).get("searches") or []
-    return [{"id": s.get("trace_id"), "queries": [s.get("query")], "results": s.get("sources", []),
-             "confidence": {"top_score": s.get("confidence")}, "error": s.get("error", "")} for s in searches]
+    return [
+        {"id": t.pk, "queries": t.queries, "results": t.results, "confidence": t.confidence,
+         "latency_ms": t.latency_ms, "error": t.error}
+        for t in QueryTrace.objects.filter(turn_id=turn.pk).order_by("pk")
+    ]
 
 
 def turn_debug(*, turn: Turn) -> dict[str, Any]:
     """Everything the staff debug view shows for one turn."""
-    record = plan_record_get(turn_id=turn.pk)
-    plan = (record.plan if record else None) or {}
-    answer = turn.answer_result or {}
-    searches = ((turn.diagnostics or {}).get("answer") or {}).get("searches") or []
+    outcome = turn_outcome(turn=turn)
+    plan = outcome.plan or {}
+    searches = (outcome.diagnostics.get("answer") or {}).get("searches") or []
     return {
-        "turn": turn.pk,
-        "status": turn.status,
+        "turn": outcome.turn_id,
+        "status": outcome.status,
         "badges": {
             "spam_score": plan.get("spam_score"),
-            "retrieval_confidence": answer.get("confidence_score"),
+            "retrieval_confidence": outcome.confidence_score,
             "searches": len(searches),
         },
-        "final_action": record.final_action if record else "",
-        "routing_rule": record.routing_rule if record else "",
-        "analysis": analysis_section(turn_synthetic(turn)),
-        "plan": record.plan if record else None,
-        "guardian": (record.guardian if record else None) or turn.guard_result or {},
+        "final_action": outcome.final_action,
+        "routing_rule": outcome.routing_rule,
+        "analysis": analysis_section(outcome.context_synthetic),
+        "plan": outcome.plan,
+        "guardian": outcome.guardian,
         "query_traces": query_traces(turn=turn),
-        "diagnostics": turn.diagnostics or {},
-        "error": {"code": turn.error_code, "detail": turn.error_detail} if turn.error_code else None,
+        "diagnostics": outcome.diagnostics,
+        "error": {"code": outcome.error_code, "detail": outcome.error_detail} if outcome.error_code else None,
     }
 
 
 def turn_ask_structured(*, turn: Turn) -> dict[str, Any]:
     """``POST /api/v1/ask/structured``: plan, per-query results, final articles, answer, diagnostics."""
-    record = plan_record_get(turn_id=turn.pk)
-    answer = turn.answer_result or {}
-    planner = {}
-    if record is not None:
-        planner = {"latency_ms": record.latency_ms, "prompt_tokens": record.prompt_tokens,
-                   "completion_tokens": record.completion_tokens, "calls": record.planner_calls,
-                   "plan_status": record.plan_status, "routing_rule": record.routing_rule}
+    outcome = turn_outcome(turn=turn)
+    planner: dict[str, Any] = {}
+    if outcome.planner is not None:
+        planner = {"latency_ms": outcome.planner.latency_ms, "prompt_tokens": outcome.planner.prompt_tokens,
+                   "completion_tokens": outcome.planner.completion_tokens, "calls": outcome.planner.calls,
+                   "plan_status": outcome.plan_status, "routing_rule": outcome.routing_rule}
     return {
-        "turn_id": turn.pk,
-        "status": turn.status,
-        "final_action": record.final_action if record else "",
-        "plan": record.plan if record else None,
-        "guardian": (record.guardian if record else None) or turn.guard_result or {},
+        "turn_id": outcome.turn_id,
+        "status": outcome.status,
+        "final_action": outcome.final_action,
+        "plan": outcome.plan,
+        "guardian": outcome.guardian,
         "per_query_results": query_traces(turn=turn),
-        "final_articles": answer.get("sources", []),
-        "answer_text": turn.answer_text or turn.ui_response,
-        "confidence": answer.get("confidence"),
-        "limitations": answer.get("limitations", []),
-        "follow_ups": answer.get("follow_ups", []),
-        "diagnostics": {**(turn.diagnostics or {}), "planner": planner, "error_code": turn.error_code},
+        "final_articles": outcome.sources,
+        "answer_text": outcome.reply,
+        "confidence": outcome.confidence,
+        "limitations": outcome.limitations,
+        "follow_ups": outcome.follow_ups,
+        "diagnostics": {**outcome.diagnostics, "planner": planner, "error_code": outcome.error_code},
     }

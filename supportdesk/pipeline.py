@@ -1,8 +1,9 @@
-"""Running one request through the same Celery pipeline as the widget, and reading its result.
+"""Running one request through the same Celery pipeline as the widget, and waiting for it.
 
 Used by the public ``ask`` API and by batch tools: they submit a message, wait a
-bounded time for the turn to end (the stages run on the workers), then read one
-structured result. A turn that is not done in time keeps running and is read later.
+bounded time for the turn to end (the stages run on the workers), then read its
+outcome (:mod:`supportdesk.outcome`). A turn that is not done in time keeps running
+and is read later.
 """
 
 from __future__ import annotations
@@ -11,31 +12,14 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
-from sgr.records import plan_record_get
 from sgr.strings import ui_string
 from supportdesk.models import ApiKey, AskRequest, Turn
 from supportdesk.services import conversation_create, message_receive
-
-
-class StructuredTurn(BaseModel):
-    """Everything a turn produced, for integrators and analysts (scores included)."""
-
-    turn_id: int
-    status: str
-    final_action: str = ""
-    plan: dict[str, Any] | None = None
-    guardian: dict[str, Any] = Field(default_factory=dict)
-    ui_response: str = ""
-    answer_text: str = ""
-    sources: list[dict[str, Any]] = Field(default_factory=list)
-    error_code: str = ""
-    diagnostics: dict[str, Any] = Field(default_factory=dict)
 
 
 class TurnTimeout(TimeoutError):
@@ -161,32 +145,3 @@ def turn_wait(*, turn_id: int, timeout: float, poll: float = 0.1) -> Turn:
         if time.monotonic() >= deadline:
             raise TurnTimeout(turn_id, timeout)
         time.sleep(poll)
-
-
-def turn_structured(*, turn: Turn) -> StructuredTurn:
-    record = plan_record_get(turn_id=turn.pk)
-    answer_event = turn.events.filter(type="answer").order_by("-seq").first()
-    sources = list((answer_event.payload or {}).get("sources", [])) if answer_event else []
-    diagnostics: dict[str, Any] = {}
-    if record is not None:
-        diagnostics = {
-            "plan_status": record.plan_status,
-            "routing_rule": record.routing_rule,
-            "model_action": record.model_action,
-            "kb_relevance": record.kb_relevance,
-            "planner": {"latency_ms": record.latency_ms, "prompt_tokens": record.prompt_tokens,
-                        "completion_tokens": record.completion_tokens, "calls": record.planner_calls},
-            "answer_prompt_tokens": record.answer_prompt_tokens,
-        }
-    return StructuredTurn(
-        turn_id=turn.pk,
-        status=turn.status,
-        final_action=record.final_action if record else "",
-        plan=record.plan if record else None,
-        guardian=record.guardian if record else (turn.guard_result or {}),
-        ui_response=turn.ui_response,
-        answer_text=turn.answer_text,
-        sources=sources,
-        error_code=turn.error_code,
-        diagnostics=diagnostics,
-    )

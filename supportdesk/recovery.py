@@ -1,6 +1,6 @@
 """Turn recovery: no turn stays under way for ever because the process running it died.
 
-Two parts, both in every worker process (``supportdesk.celery`` starts them):
+Two parts, both in every worker process (``config.celery`` starts them):
 
 - **Leases.** A stage task claims its turn before it runs (``stage_lease``): one
   UPDATE that succeeds only when no other live task holds the turn. While the stage

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import ObjectDoesNotExist
-from pydantic import BaseModel
 
 from supportdesk.models import Conversation, Turn
 
@@ -93,51 +92,3 @@ def conversation_messages(*, conversation: Conversation) -> list[dict[str, Any]]
 
 def turn_of_conversation(*, conversation: Conversation, turn_id: int) -> Turn | None:
     return Turn.objects.filter(conversation=conversation, pk=turn_id).select_related("conversation").first()
-
-
-class TranscriptEntry(BaseModel):
-    """One turn as staff read it in a transcript."""
-
-    turn_id: int
-    status: str
-    at: Any
-    message: str
-    final_action: str = ""
-    model_action: str = ""
-    overridden: bool = False
-    plan_record_id: int | None = None
-    ui_response: str = ""
-    answer: str = ""
-    error_code: str = ""
-    feedback: str = ""
-
-
-def conversation_transcript(*, conversation_id: int) -> list[TranscriptEntry]:
-    """The conversation's turns in order, each with its outcome (two queries, whatever the length)."""
-    turns = (
-        Turn.objects.filter(conversation_id=conversation_id)
-        .select_related("user_message", "plan_record", "feedback")
-        .order_by("created_at", "id")
-    )
-    entries: list[TranscriptEntry] = []
-    for turn in turns:
-        record = turn.plan_record if _has(turn, "plan_record") else None
-        feedback = turn.feedback.get_rating_display() if _has(turn, "feedback") else ""
-        entries.append(
-            TranscriptEntry(
-                turn_id=turn.pk, status=turn.status, at=turn.created_at, message=turn.user_message.text,
-                final_action=record.final_action if record else "", model_action=record.model_action if record else "",
-                overridden=record.action_overridden if record else False,
-                plan_record_id=record.pk if record else None, ui_response=turn.ui_response,
-                answer=turn.answer_text, error_code=turn.error_code, feedback=feedback,
-            )
-        )
-    return entries
-
-
-def _has(turn: Turn, relation: str) -> bool:
-    try:
-        getattr(turn, relation)
-    except ObjectDoesNotExist:
-        return False
-    return True

@@ -5,7 +5,7 @@ A threads (or gevent) worker runs hundreds of stages at once, almost all of them
 waiting on the model. Two things are held only while a stage works:
 
 - **its database connection**, borrowed from the worker's capped pool
-  (``supportdesk.celery``): given back before each model request and each wait for
+  (``config.celery``): given back before each model request and each wait for
   the next streamed chunk; the next query borrows one again (a hand-over, no new
   PostgreSQL session);
 - **a CPU slot**: at most ``WORKER_CPU_SLOTS`` stages of a process run Python at

@@ -161,7 +161,7 @@ def celery_worker(django_db_setup: None, django_db_blocker: Any, llm_server: Scr
                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[subprocess.Popen]:
     """The run command's workers against the test database: one stage worker (threads pool) and
     the ingest worker (prefork). Yields the stage worker."""
-    from supportdesk.celery import app
+    from config.celery import app
 
     exemplar_vectors_stored(django_db_blocker)
     log_dir = tmp_path_factory.mktemp("worker")
@@ -171,7 +171,7 @@ def celery_worker(django_db_setup: None, django_db_blocker: Any, llm_server: Scr
         "LLM_BASE_URL": llm_server.base_url,
         "LLM_TIMEOUT": "10",
         "STAGE_RETRY_BACKOFF": "0.1",
-        "DJANGO_SETTINGS_MODULE": "supportdesk.settings",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
         "SD_WORKER_PROCESSES": "1",
     }
     app.control.purge()
@@ -190,7 +190,7 @@ def asgi_server_start(env: dict[str, str], log_path: Path, *options: str) -> tup
     port = free_port()
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "supportdesk.asgi:application", "--host", "127.0.0.1",
+            [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1",
              "--port", str(port), *options],
             env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
@@ -254,7 +254,7 @@ class WsClient:
     """A synchronous facade over Channels' WebsocketCommunicator for sync tests."""
 
     def __init__(self, path: str, origin: bytes = ORIGIN[1]) -> None:
-        from supportdesk.asgi import application
+        from config.asgi import application
 
         self.comm = WebsocketCommunicator(application, path, headers=[(b"origin", origin)])
 

@@ -57,6 +57,8 @@ def record_make(
         event = TurnEvent.objects.create(conversation=conversation, turn=turn, seq=seq, type=type_,
                                          payload=payload[0] if payload else {})
         TurnEvent.objects.filter(pk=event.pk).update(created_at=when + dt.timedelta(milliseconds=ms))
+        if type_ == "answer" and payload:  # the answer stage stores its structured answer with the event
+            Turn.objects.filter(pk=turn.pk).update(answer_result=payload[0])
         conversation.last_event_seq = seq
     conversation.save(update_fields=["last_event_seq"])
     if feedback is not None:

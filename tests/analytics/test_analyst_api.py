@@ -13,8 +13,8 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from sgr.analytics.exports import COLUMNS, csv_stream
-from sgr.analytics.filters import PlanRecordFilters, plan_records_filter
+from analytics.exports import COLUMNS, csv_stream
+from analytics.filters import PlanRecordFilters, plan_records_filter
 from supportdesk.apikeys import api_key_create
 from tests.analytics.factories import record_make
 
@@ -147,7 +147,7 @@ def test_admin_action_exports_the_selected_records(staff_client: Client, three: 
 
 
 def test_list_schema_matches_the_export_columns() -> None:
-    from supportdesk.analytics_api import PlanRecordRow
+    from analytics.api import PlanRecordRow
 
     assert list(PlanRecordRow.model_fields) == [*COLUMNS, "plan", "guardian", "metadata"]
 

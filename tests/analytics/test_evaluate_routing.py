@@ -10,7 +10,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from sgr.schema import TOOL_NAME
-from supportdesk.evaluation import routing_metrics
+from analytics.routing_evaluation import routing_metrics
 from supportdesk.models import Turn
 from tests.llm_stub import Reply
 from tests.sgr.factories import plan_args

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sgr.analytics.filters import PlanRecordFilters
-from sgr.analytics.stats import plan_record_stats
+from analytics.filters import PlanRecordFilters
+from analytics.stats import plan_record_stats
 from supportdesk.feedback import feedback_submit
 from supportdesk.models import Turn, TurnFeedback
 from supportdesk.services import MessageRejected

@@ -8,10 +8,10 @@ from django.urls import reverse
 
 from retrieval.ingestion import kb_ingest_paths
 from retrieval.tool import search_kb
-from sgr.analytics.filters import PlanRecordFilters
-from sgr.analytics.stats import plan_record_stats
+from analytics.filters import PlanRecordFilters
+from analytics.stats import plan_record_stats
 from supportdesk.batch import _retrieval
-from supportdesk.pipeline import turn_structured
+from supportdesk.outcome import turn_outcome
 from tests.analytics.factories import record_make
 from tests.retrieval.conftest import stub_embedder, write_files
 
@@ -51,7 +51,7 @@ def test_stats_include_retrieval_latency(traced) -> None:
 
 def test_batch_columns_come_from_the_traces(traced) -> None:
     record, first, second = traced
-    articles, chunks, searches = _retrieval(record.turn_id, turn_structured(turn=record.turn))
+    articles, chunks, searches = _retrieval(turn_outcome(turn=record.turn))
     assert searches == 2
     assert "Refunds" in articles and "Delivery" in articles
     found = [r for t in (first, second) for r in t.articles]

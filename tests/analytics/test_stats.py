@@ -8,8 +8,8 @@ import pytest
 from django.test import Client
 
 from guard.models import GuardCheck
-from sgr.analytics.filters import PlanRecordFilters
-from sgr.analytics.stats import plan_record_stats
+from analytics.filters import PlanRecordFilters
+from analytics.stats import plan_record_stats
 from supportdesk.apikeys import api_key_create
 from tests.analytics.factories import record_make
 

@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from supportdesk.models import Message, Turn
-from supportdesk.selectors import conversation_transcript
+from supportdesk.outcome import conversation_transcript
 from tests.analytics.factories import record_make
 
 pytestmark = pytest.mark.django_db

@@ -27,7 +27,7 @@ def live_server_url(django_db_setup: None, llm_server: ScriptedLLM, celery_worke
                     tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     log_path = tmp_path_factory.mktemp("asgi") / "uvicorn.log"
     env = {**os.environ, "DATABASE_URL": _database_url(), "LLM_BASE_URL": llm_server.base_url,
-           "DJANGO_SETTINGS_MODULE": "supportdesk.settings", "RATE_LIMIT_IP_PER_MINUTE": "0"}
+           "DJANGO_SETTINGS_MODULE": "config.settings", "RATE_LIMIT_IP_PER_MINUTE": "0"}
     proc, url = asgi_server_start(env, log_path, "--log-level", "warning")
     yield url
     proc.terminate()

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import uuid
+
 import numpy as np
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from retrieval.embedders import LocalEmbedder, embedder_get
+from retrieval.querycache import query_vectors_get
 
 
 def test_local_embedder_runs_and_separates_meaning(local_embedder):
@@ -24,8 +27,10 @@ def test_local_embedder_runs_and_separates_meaning(local_embedder):
     assert (passages @ ru_query).argmax() == 1
 
 
-def test_a_message_embedded_again_as_a_query_reuses_its_vector(local_embedder):
+def test_a_message_embedded_again_as_a_query_reuses_its_vector(local_embedder, settings):
     """The guardian, the planner and the first search of a turn all embed its message."""
+    settings.RETRIEVAL_QUERY_CACHE_URL = ""  # this process's own memory only (the shared cache: below)
+    message, other = f"How do I reset my password? {uuid.uuid4()}", f"and my e-mail? {uuid.uuid4()}"
     embedder = LocalEmbedder(batch_size=8)
     real = embedder._model
     calls: list[object] = []
@@ -38,18 +43,19 @@ def test_a_message_embedded_again_as_a_query_reuses_its_vector(local_embedder):
             return real.encode(texts, is_query)
 
     embedder._model = Counting()
-    first = embedder.embed_queries(["How do I reset my password?"])
+    first = embedder.embed_queries([message])
     first[0, 0] = 42.0  # a caller's change must not reach the next caller
-    again = embedder.embed_queries(["How do I reset my password?"])
+    again = embedder.embed_queries([message])
     assert len(calls) == 1 and again[0, 0] != 42.0
-    assert np.allclose(again, LocalEmbedder(batch_size=8).embed_queries(["How do I reset my password?"]), atol=1e-6)
-    embedder.embed_passages(["How do I reset my password?"])  # passages are embedded every time
-    embedder.embed_queries(["How do I reset my password?", "and my e-mail?"])  # so are batches
-    assert len(calls) == 3
+    assert np.allclose(again, LocalEmbedder(batch_size=8).embed_queries([message]), atol=1e-6)
+    embedder.embed_passages([message])  # passages are embedded every time
+    both = embedder.embed_queries([message, other])  # a batch embeds only what it has not seen
+    assert calls[1:] == [message, other] and np.allclose(both[0], again[0])
 
 
-def test_passages_embed_with_the_ingest_thread_count_and_queries_with_their_own(local_embedder):
+def test_passages_embed_with_the_ingest_thread_count_and_queries_with_their_own(local_embedder, settings):
     """RETRIEVAL_INGEST_EMBED_THREADS applies to passages only, for the call only, in the calling thread."""
+    settings.RETRIEVAL_QUERY_CACHE_URL = ""  # the queries are embedded here, not found in the shared cache
     embedder = LocalEmbedder(batch_size=8, threads=1, passage_threads=2)
     assert embedder._omp is not None  # the engine's own OpenMP runtime
     omp_threads, _ = embedder._omp
@@ -66,7 +72,7 @@ def test_passages_embed_with_the_ingest_thread_count_and_queries_with_their_own(
     embedder._model = Recording()
     before = omp_threads()
     embedder.embed_passages(["Refunds go back to the card.", "Parcels arrive in three days."])
-    embedder.embed_queries(["When do I get my money back?", "How long is delivery?"])
+    embedder.embed_queries(["How many threads embed this query?", "And how many this one?"])
     assert seen == [(False, 2), (True, before)]
     assert omp_threads() == before  # restored: the next query runs as before
 
@@ -120,3 +126,34 @@ def test_misconfiguration_fails_fast(settings):
     settings.RETRIEVAL_EMBEDDER = "magic"
     with pytest.raises(ImproperlyConfigured, match="'local' or 'openai'"):
         embedder_get()
+
+
+def test_query_vectors_are_embedded_once_across_processes(local_embedder, settings):
+    """A turn's stages run in different worker processes: the second one takes the message's vector from Redis."""
+    embedder = embedder_get()
+    assert isinstance(embedder, LocalEmbedder)
+    text = f"where is my parcel {uuid.uuid4()}"
+    first = embedder.embed_queries([text])[0]
+    assert np.allclose(query_vectors_get(embedder.name, [text], embedder.dim)[text], first)
+
+    embedder._recent.clear()  # another process: nothing recent, and its engine must not run
+    calls: list[list[str]] = []
+    real = embedder._embed
+    embedder._embed = lambda texts, *, is_query: calls.append(texts) or real(texts, is_query=is_query)  # type: ignore[method-assign]
+    try:
+        other = f"change my delivery address {uuid.uuid4()}"
+        both = embedder.embed_queries([text, other, text])
+    finally:
+        del embedder._embed
+    assert calls == [[other]]  # only the text nobody had embedded yet
+    assert np.allclose(both[0], first) and np.allclose(both[2], first)
+    assert not np.allclose(both[1], first) and abs(float(np.linalg.norm(both[1])) - 1.0) < 1e-3
+
+
+def test_query_vectors_without_redis_are_embedded_here(local_embedder, settings):
+    settings.RETRIEVAL_QUERY_CACHE_URL = "redis://127.0.0.1:9/0"  # nothing listens: a miss, never an error
+    embedder = embedder_get()
+    text = f"refund to another card {uuid.uuid4()}"
+    vector = embedder.embed_queries([text])[0]
+    assert vector.shape == (384,) and abs(float(np.linalg.norm(vector)) - 1.0) < 1e-3
+    assert query_vectors_get(embedder.name, [text], embedder.dim) == {}

@@ -90,3 +90,22 @@ def test_websocket_errors_use_the_edited_string(ws_client):
     assert client.connect()[0]
     client.send_text("{not json")
     assert client.receive()["payload"] == {"code": "bad_frame", "message": "Непонятный запрос."}
+
+
+def test_a_fixed_built_in_text_reaches_a_database_seeded_with_the_old_one(monkeypatch):
+    seeded = UIString.objects.get(key="widget_send", language="en").text  # the data migration's row
+    monkeypatch.setitem(BUILTIN_STRINGS, "widget_send", {**BUILTIN_STRINGS["widget_send"], "en": "Send it"})
+    assert ui_string("widget_send", "en") == "Send it" != seeded  # the untouched seeded row is no override
+    UIString.objects.filter(key="widget_send", language="en").update(text="Post")
+    sgr.cache._generation_bump()
+    assert ui_string("widget_send", "en") == "Post"  # a staff edit still wins
+
+
+def test_apps_register_their_strings_explicitly():
+    from analytics.messages import ANALYTICS_STRINGS
+    from sgr.strings import strings_register
+
+    assert all(BUILTIN_STRINGS[key] == texts for key, texts in ANALYTICS_STRINGS.items())  # AnalyticsConfig.ready
+    strings_register(ANALYTICS_STRINGS)  # the same texts again: nothing changes
+    with pytest.raises(ValueError, match="widget_send"):
+        strings_register({"widget_send": {"en": "Another text"}})

@@ -54,13 +54,13 @@ class _Stack:
         self.redis_up()
         url = f"redis://127.0.0.1:{self.redis_port}/0"
         self.env = {**os.environ, "DATABASE_URL": _database_url(), "REDIS_URL": url, "CELERY_BROKER_URL": url,
-                    "RATE_LIMIT_REDIS_URL": url, "LLM_BASE_URL": llm_url, "DJANGO_SETTINGS_MODULE": "supportdesk.settings",
+                    "RATE_LIMIT_REDIS_URL": url, "LLM_BASE_URL": llm_url, "DJANGO_SETTINGS_MODULE": "config.settings",
                     "SD_WORKER_PROCESSES": "1", "TURN_LEASE_SECONDS": "3", "TURN_RECOVERY_SWEEP_SECONDS": "1",
                     "TURN_QUEUE_GRACE_SECONDS": "8", "STAGE_RETRY_BACKOFF": "0.5", "RATE_LIMIT_CONVERSATIONS_PER_MINUTE": "0"}
         stages = worker_specs(self.env)[0]
         self.group.start("worker", worker_argv(stages, name=f"outage-{os.getpid()}"), env=worker_env(self.env),
                          cwd=ROOT, supervised=True)
-        self.group.start("web", [sys.executable, "-m", "uvicorn", "supportdesk.asgi:application", "--host", "127.0.0.1",
+        self.group.start("web", [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1",
                                  "--port", str(self.web_port), "--ws", "websockets"], env=self.env, cwd=ROOT, supervised=True)
         self.base = f"http://127.0.0.1:{self.web_port}"
         self.stopping = threading.Event()

@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ninja.errors import HttpError
 
-from sgr.analytics.filters import plan_records_filter
-from supportdesk.analytics_api import filters_parse
+from analytics.filters import plan_records_filter
+from analytics.api import filters_parse
 from supportdesk.services import MessageRejected, conversation_create, message_validate
 from supportdesk.textclean import text_clean, text_visible
 

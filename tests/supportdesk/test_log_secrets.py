@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_the_servers_access_lines_show_the_websocket_path_but_not_its_token(tmp_path):
     created = conversation_create()
     log_path = tmp_path / "uvicorn.log"
-    env = {**os.environ, "DATABASE_URL": _database_url(), "DJANGO_SETTINGS_MODULE": "supportdesk.settings"}
+    env = {**os.environ, "DATABASE_URL": _database_url(), "DJANGO_SETTINGS_MODULE": "config.settings"}
     server, base = asgi_server_start(env, log_path, "--ws", "websockets", "--log-level", "info")
     try:
         async def visit() -> None:

@@ -11,7 +11,7 @@ from tests.conftest import ROOT
 
 def _setup_with(**variables: str) -> subprocess.CompletedProcess[str]:
     code = "import django; django.setup(); from django.conf import settings; print(settings.CHANNEL_LAYERS['default']['BACKEND'])"
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "supportdesk.settings", **variables}
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", **variables}
     return subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
 
 
@@ -33,7 +33,7 @@ def test_without_a_secret_key_only_debug_starts():
 
 def test_a_task_without_a_route_goes_to_the_default_queue_the_ingest_worker_consumes():
     from devstack.workers import worker_specs
-    from supportdesk.celery import app
+    from config.celery import app
 
     queue = app.amqp.router.route({}, "supportdesk.some_new_task")["queue"].name
     assert queue == "default"

@@ -106,7 +106,7 @@ def test_the_worker_never_holds_more_connections_than_its_cap_and_queues_what_ca
            # Starved on purpose (one connection, 10 ms): turn recovery, which borrows from the same pool,
            # would see its leases lapse and send stages again; it is tested on its own.
            "TURN_RECOVERY_SWEEP_SECONDS": "0",
-           "DJANGO_SETTINGS_MODULE": "supportdesk.settings", "SD_WORKER_PROCESSES": "1"}
+           "DJANGO_SETTINGS_MODULE": "config.settings", "SD_WORKER_PROCESSES": "1"}
     app = Celery("connection-cap-test", broker=broker, set_as_current=False)
     app.conf.task_routes = settings.CELERY_TASK_ROUTES
     app.control.purge()

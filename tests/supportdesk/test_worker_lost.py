@@ -45,7 +45,7 @@ def _own_redis_db(url: str, db: int = 5) -> str:
 def _worker(env: dict[str, str], name: str, log: Path) -> subprocess.Popen:
     with open(log, "ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "supportdesk", "worker", "-Q", "guard,sgr,answer", "-c", "1",
+            [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", "guard,sgr,answer", "-c", "1",
              "--loglevel", "INFO", "-n", f"{name}-{os.getpid()}@%h"],
             env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )
@@ -58,7 +58,7 @@ def _isolated(llm) -> tuple[dict[str, str], Celery]:
     env = {**os.environ, "DATABASE_URL": _database_url(), "REDIS_URL": broker, "CELERY_BROKER_URL": broker,
            "LLM_BASE_URL": llm.base_url, "LLM_TIMEOUT": "90", "CELERY_TASK_TIME_LIMIT": "4",
            "CELERY_TASK_SOFT_TIME_LIMIT": "3", "CELERY_VISIBILITY_TIMEOUT": str(VISIBILITY), "CELERY_RESTORE_INTERVAL": "1",
-           "DJANGO_SETTINGS_MODULE": "supportdesk.settings", "SD_WORKER_PROCESSES": "1"}
+           "DJANGO_SETTINGS_MODULE": "config.settings", "SD_WORKER_PROCESSES": "1"}
     app = Celery("worker-lost-test", broker=broker, set_as_current=False)
     app.conf.task_routes = settings.CELERY_TASK_ROUTES
     app.control.purge()

@@ -1,8 +1,7 @@
-"""Analyst-facing error messages (English and Russian), registered as UI strings so staff can edit them."""
+"""Analyst-facing error messages (English and Russian): UI strings staff can edit, registered by
+:class:`analytics.apps.AnalyticsConfig` (importing this module registers nothing)."""
 
 from __future__ import annotations
-
-from sgr.strings import BUILTIN_STRINGS
 
 ANALYTICS_STRINGS: dict[str, dict[str, str]] = {
     "analytics_error_format": {
@@ -27,19 +26,4 @@ ANALYTICS_STRINGS: dict[str, dict[str, str]] = {
         "en": "date_from must not be later than date_to.",
         "ru": "date_from не может быть позже date_to.",
     },
-    "feedback_turn_unfinished": {
-        "en": "Feedback can be given once the answer is complete.",
-        "ru": "Оценить ответ можно, когда он готов.",
-    },
-    "feedback_bad_rating": {
-        "en": "The rating must be 1 (helpful) or -1 (not helpful).",
-        "ru": "Оценка должна быть 1 (полезно) или -1 (бесполезно).",
-    },
-    "feedback_comment_too_long": {
-        "en": "The comment is too long (at most {max} characters).",
-        "ru": "Комментарий слишком длинный (не более {max} символов).",
-    },
 }
-
-for _key, _variants in ANALYTICS_STRINGS.items():
-    BUILTIN_STRINGS.setdefault(_key, _variants)

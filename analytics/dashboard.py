@@ -16,12 +16,11 @@ from django.template.response import TemplateResponse
 from django.utils import timezone, translation
 from pydantic import ValidationError
 
-from sgr.analytics import messages  # noqa: F401  (registers the analyst error strings)
-from sgr.analytics.filters import PlanRecordFilters
-from sgr.analytics.stats import PlanRecordStats, plan_record_stats
+from analytics.filters import PlanRecordFilters
+from analytics.stats import PlanRecordStats, plan_record_stats
 from sgr.schema import ACTIONS
 from sgr.strings import ui_string
-from supportdesk.charts import bar_chart, paired_hbars, stacked_bars
+from analytics.charts import bar_chart, paired_hbars, stacked_bars
 
 FORM_FIELDS = ("date_from", "date_to", "language", "injection_mode")
 

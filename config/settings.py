@@ -44,6 +44,8 @@ INSTALLED_APPS = [
     "sgr",
     "guard",
     "retrieval",
+    # The read side (stats, exports, inspector, dashboard, analyst API), above the domain apps.
+    "analytics.apps.AnalyticsConfig",
 ]
 
 MIDDLEWARE = [
@@ -60,8 +62,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
-ROOT_URLCONF = "supportdesk.urls"
-ASGI_APPLICATION = "supportdesk.asgi.application"
+ROOT_URLCONF = "config.urls"
+ASGI_APPLICATION = "config.asgi.application"
 
 TEMPLATES = [
     {
@@ -86,7 +88,7 @@ DATABASES["default"].setdefault("CONN_MAX_AGE", 0)
 # The web process (ASGI: each sync call may run in another thread) borrows connections
 # from a psycopg pool instead of opening one per call; the pool's size also caps how many
 # connections a burst of requests can take. Celery workers keep one connection per
-# process instead (see supportdesk.celery).
+# process instead (see config.celery).
 if env.bool("DB_POOL", default=True):
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": env.int("DB_POOL_MIN_SIZE", default=2),
@@ -156,7 +158,7 @@ CELERY_TASK_ROUTES = {
     "retrieval.*": {"queue": "ingest"},
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-# Workers reuse their database connection across tasks (see supportdesk.celery):
+# Workers reuse their database connection across tasks (see config.celery):
 # Celery recycles it after this many tasks, Django after WORKER_DB_CONN_MAX_AGE seconds.
 CELERY_DB_REUSE_MAX = env.int("CELERY_DB_REUSE_MAX", default=1000)
 WORKER_DB_CONN_MAX_AGE = env.int("WORKER_DB_CONN_MAX_AGE", default=600)
@@ -269,12 +271,17 @@ RETRIEVAL_EMBEDDING_QUERY_PREFIX = env.str("RETRIEVAL_EMBEDDING_QUERY_PREFIX", d
 RETRIEVAL_EMBEDDING_PASSAGE_PREFIX = env.str("RETRIEVAL_EMBEDDING_PASSAGE_PREFIX", default="")
 RETRIEVAL_EMBED_BATCH = env.int("RETRIEVAL_EMBED_BATCH", default=32)
 # The local embedder's OpenMP threads and wait policy, read once when the engine loads.
-# Measured on 2 shared cores (docs/benchmarks.md): one thread that sleeps when idle.
-RETRIEVAL_EMBED_THREADS = env.int("RETRIEVAL_EMBED_THREADS", default=1)
+# Measured on 2 shared cores (docs/benchmarks.md): two threads that sleep when idle (a
+# message's embedding 19 against 28 ms; busy-waiting threads made it 346 ms).
+RETRIEVAL_EMBED_THREADS = env.int("RETRIEVAL_EMBED_THREADS", default=2)
 RETRIEVAL_EMBED_OMP_WAIT_POLICY = env.str("RETRIEVAL_EMBED_OMP_WAIT_POLICY", default="passive")
 # The local embedder's OpenMP threads for passages (ingestion, re-embedding): they run in the
 # niced ingest worker or a bulk command, where both cores pay (docs/benchmarks.md, "Bulk ingestion").
 RETRIEVAL_INGEST_EMBED_THREADS = env.int("RETRIEVAL_INGEST_EMBED_THREADS", default=2)
+# Query vectors shared by every process (retrieval/querycache.py): a turn's stages run in
+# different worker processes and each embeds the message. Empty turns the sharing off.
+RETRIEVAL_QUERY_CACHE_URL = env.str("RETRIEVAL_QUERY_CACHE_URL", default=REDIS_URL)
+RETRIEVAL_QUERY_CACHE_SECONDS = env.int("RETRIEVAL_QUERY_CACHE_SECONDS", default=600)
 RETRIEVAL_CHUNK_TOKENS = env.int("RETRIEVAL_CHUNK_TOKENS", default=200)
 # A zip uploaded in the admin: at most this many documents and uncompressed bytes.
 RETRIEVAL_ZIP_MAX_FILES = env.int("RETRIEVAL_ZIP_MAX_FILES", default=20000)

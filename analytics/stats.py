@@ -4,8 +4,7 @@ Everything is aggregated in PostgreSQL (counts, histogram buckets and
 ``percentile_cont``), so the cost does not grow with the rows in Python.
 Latency per stage: ``guard`` (the prompt screening), ``sgr`` (the planning
 call), ``answer`` (plan event to answer event), ``total`` (turn created to its
-``done`` event), and ``retrieval`` (the knowledge-base searches) when the
-retrieval app records traces on turns.
+``done`` event), and ``retrieval`` (the knowledge-base searches' traces).
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from django.core.exceptions import FieldDoesNotExist
 from django.db.models import (
     Aggregate, Avg, Count, DurationField, Expression, ExpressionWrapper, F, FloatField, Func, IntegerField, OuterRef, Q, QuerySet,
     Subquery,
@@ -22,9 +20,12 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Least, TruncDate
 from pydantic import BaseModel
 
-from sgr.analytics.filters import PlanRecordFilters, plan_records_filter
+from analytics.filters import PlanRecordFilters, plan_records_filter
+from guard.models import GuardCheck
+from retrieval.models import QueryTrace
 from sgr.models import PlanRecord
 from sgr.schema import ACTIONS
+from supportdesk.models import TurnEvent
 
 HISTOGRAM_BINS = 10
 
@@ -135,10 +136,9 @@ def _latency(qs: QuerySet[Any], expression: Expression | str) -> Latency:
 
 def _event_time(type_: str, *, last: bool = False) -> Subquery:
     """The time of a turn's first (or last) event of ``type_``, for an outer PlanRecord query."""
-    events: Any = PlanRecord._meta.get_field("turn").related_model._meta.get_field("events").related_model
     order = "-seq" if last else "seq"
     return Subquery(
-        events.objects.filter(turn_id=OuterRef("turn_id"), type=type_).order_by(order).values("created_at")[:1]
+        TurnEvent.objects.filter(turn_id=OuterRef("turn_id"), type=type_).order_by(order).values("created_at")[:1]
     )
 
 
@@ -147,10 +147,8 @@ def _ms_between(start: Any, end: Any) -> Expression:
 
 
 def _latencies(qs: QuerySet[PlanRecord]) -> dict[str, Latency]:
-    turn_model: Any = PlanRecord._meta.get_field("turn").related_model
-    checks: Any = turn_model._meta.get_field("guard_checks").related_model
     latencies = {
-        "guard": _latency(checks.objects.filter(kind="prompt", turn__plan_record__in=qs), "latency_ms"),
+        "guard": _latency(GuardCheck.objects.filter(kind="prompt", turn__plan_record__in=qs), "latency_ms"),
         "sgr": _latency(qs.filter(planner_calls__gt=0), "latency_ms"),
     }
     answered = qs.annotate(plan_at=_event_time("plan"), answer_at=_event_time("answer")).filter(
@@ -159,11 +157,7 @@ def _latencies(qs: QuerySet[PlanRecord]) -> dict[str, Latency]:
     latencies["answer"] = _latency(answered, _ms_between(F("plan_at"), F("answer_at")))
     done = qs.annotate(done_at=_event_time("done", last=True)).filter(done_at__isnull=False)
     latencies["total"] = _latency(done, _ms_between(F("turn__created_at"), F("done_at")))
-    try:
-        traces: Any = turn_model._meta.get_field("retrieval_traces").related_model
-    except FieldDoesNotExist:
-        return latencies  # no retrieval traces recorded in this installation
-    latencies["retrieval"] = _latency(traces.objects.filter(turn__plan_record__in=qs), "latency_ms")
+    latencies["retrieval"] = _latency(QueryTrace.objects.filter(turn__plan_record__in=qs), "latency_ms")
     return latencies
 
 

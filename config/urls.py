@@ -1,8 +1,10 @@
+"""The project's URLs: this wiring, unlike the domain apps, may import the read side (``analytics``)."""
+
 from django.contrib import admin
 from django.urls import path
 
-from supportdesk.api import api
-from supportdesk.dashboard import dashboard_view
+from analytics.dashboard import dashboard_view
+from config.api import api
 from supportdesk.views import demo_page, favicon
 
 urlpatterns = [

@@ -1,4 +1,4 @@
-"""Evaluate guardian + SGR routing on labelled messages (see supportdesk.evaluation)."""
+"""Evaluate guardian + SGR routing on labelled messages (see analytics.routing_evaluation)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from supportdesk.evaluation import LabelledFileError, labelled_read, report_format, routing_evaluate
+from analytics.routing_evaluation import LabelledFileError, labelled_read, report_format, routing_evaluate
 
 
 class Command(BaseCommand):

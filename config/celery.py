@@ -7,7 +7,7 @@ from typing import Any
 
 from celery import Celery, signals
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "supportdesk.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 app = Celery("supportdesk")
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -119,3 +119,19 @@ def worker_db_connections_close(**kwargs: Any) -> None:
         connection.close()
         if connection.settings_dict.get("OPTIONS", {}).get("pool"):
             connection.close_pool()  # type: ignore[attr-defined]  # PostgreSQL's wrapper: the pooled sessions end now
+
+
+@signals.worker_ready.connect
+def worker_guard_warm(sender: Any = None, **kwargs: Any) -> None:
+    """A worker that screens messages loads the guardian's exemplars at once, in the background, so the first
+    customers after a start do not wait for them (the stages that arrive meanwhile wait for this load)."""
+    pool_cls = getattr(getattr(sender, "controller", None), "pool_cls", None)
+    queues = getattr(getattr(getattr(sender, "app", None), "amqp", None), "queues", None)
+    consumed = getattr(queues, "consume_from", None) or {}
+    if pool_cls is None or pool_kind(pool_cls) == "prefork" or "guard" not in consumed:
+        return  # a prefork child loads on its first screening
+    import threading
+
+    from guard.exemplars import exemplars_warm
+
+    threading.Thread(target=exemplars_warm, name="guard-warm", daemon=True).start()

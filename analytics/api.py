@@ -1,7 +1,7 @@
 """The analyst API (``/api/v1/plan-records``): read-only, an API key with the ``analyst`` scope.
 
 Filters are query parameters shared with the exports and the dashboard
-(:class:`sgr.analytics.filters.PlanRecordFilters`); a bad value is a 422 with a
+(:class:`analytics.filters.PlanRecordFilters`); a bad value is a 422 with a
 message in the request's language (``Accept-Language``).
 """
 
@@ -16,10 +16,9 @@ from ninja import Router, Schema
 from ninja.errors import HttpError
 from pydantic import ValidationError
 
-from sgr.analytics import messages  # noqa: F401  (registers the analyst error strings)
-from sgr.analytics.exports import CONTENT_TYPES, FORMATS, export_filename, export_stream, record_rows
-from sgr.analytics.filters import ORDERINGS, PlanRecordFilters, plan_records_filter
-from sgr.analytics.stats import PlanRecordStats, plan_record_stats
+from analytics.exports import CONTENT_TYPES, FORMATS, export_filename, export_stream, record_rows
+from analytics.filters import ORDERINGS, PlanRecordFilters, plan_records_filter
+from analytics.stats import PlanRecordStats, plan_record_stats
 from sgr.strings import ui_string
 from supportdesk.apikeys import ApiKeyAuth
 

@@ -19,6 +19,7 @@ from django.db.models import F, QuerySet
 
 from guard.verdict import recorded_level
 from sgr.models import PlanRecord
+from supportdesk.outcome import record_outcome_values
 
 ExportFormat = Literal["csv", "jsonl"]
 FORMATS: tuple[str, ...] = ("csv", "jsonl")
@@ -42,13 +43,8 @@ _VALUES = (
 
 
 def _rows_query(queryset: QuerySet[PlanRecord]) -> QuerySet[Any]:
-    return queryset.values(
-        *_VALUES,
-        conversation_uuid=F("conversation__public_id"),
-        message=F("turn__user_message__text"),
-        answer=F("turn__answer_text"),
-        feedback_rating=F("turn__feedback__rating"),
-    )
+    # The turn's facts are read where the turn's outcome reads them (supportdesk.outcome).
+    return queryset.values(*_VALUES, conversation_uuid=F("conversation__public_id"), **record_outcome_values())
 
 
 def _flat(row: dict[str, Any]) -> dict[str, Any]:

@@ -1,9 +1,7 @@
 """What the plan-record inspector shows about one turn (a read-only selector).
 
-Related records of other apps (guard checks, events, retrieval traces, feedback)
-are read through the turn's reverse relations, by name, so ``sgr`` imports no
-conversation-domain code. Retrieval traces are whatever models of the
-``retrieval`` app point at the turn: the panel lists them when they exist.
+The read side imports the models it reads: the turn's guard checks (``guard``),
+events and feedback (``supportdesk``) and retrieval traces (``retrieval``).
 """
 
 from __future__ import annotations
@@ -11,13 +9,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.core.exceptions import ObjectDoesNotExist
-from django.db import models
 from pydantic import BaseModel
 
+from guard.models import GuardCheck
+from retrieval.models import QueryTrace
 from sgr.models import PlanRecord
+from supportdesk.models import Turn, TurnEvent
+from supportdesk.outcome import turn_outcome
 
-TRACE_APP = "retrieval"
 _TRACE_SKIP = {"id", "turn"}
 # Columns of a trace's ``results`` rows shown as a table, in this order, when present.
 RESULT_COLUMNS = ("number", "title", "heading_path", "vector_score", "text_score", "fused_score", "rerank_score",
@@ -84,36 +83,32 @@ def _results_table(results: Any) -> tuple[list[str], list[list[str]]]:
     return columns, [[_cell(r.get(c)) for c in columns] for r in rows]
 
 
-def _traces(turn: models.Model) -> list[Trace]:
+def _traces(turn: Turn) -> list[Trace]:
+    """The turn's retrieval traces: every stored field, the ranked results as a table."""
     traces: list[Trace] = []
-    for relation in turn._meta.related_objects:
-        if relation.related_model._meta.app_label != TRACE_APP or relation.one_to_one:
-            continue
-        accessor = relation.get_accessor_name() or relation.name
-        for obj in getattr(turn, accessor).all().order_by("pk"):
-            fields = [
-                (f.name, pretty(getattr(obj, f.attname)))
-                for f in obj._meta.concrete_fields
-                if f.name not in _TRACE_SKIP and f.name not in ("confidence", "latency_ms")
-            ]
-            confidence = getattr(obj, "confidence", None)
-            columns, rows = _results_table(getattr(obj, "results", None))
-            traces.append(
-                Trace(
-                    kind=obj._meta.verbose_name,
-                    title=str(obj),
-                    confidence=pretty(confidence) if confidence not in (None, "", {}) else "",
-                    latency_ms=getattr(obj, "latency_ms", None),
-                    result_columns=columns,
-                    result_rows=rows,
-                    fields=fields,
-                )
+    for obj in QueryTrace.objects.filter(turn_id=turn.pk).order_by("pk"):
+        fields = [
+            (f.name, pretty(getattr(obj, f.attname)))
+            for f in QueryTrace._meta.concrete_fields
+            if f.name not in _TRACE_SKIP and f.name not in ("confidence", "latency_ms")
+        ]
+        columns, rows = _results_table(obj.results)
+        traces.append(
+            Trace(
+                kind=str(QueryTrace._meta.verbose_name),
+                title=str(obj),
+                confidence=pretty(obj.confidence) if obj.confidence not in (None, "", {}) else "",
+                latency_ms=obj.latency_ms,
+                result_columns=columns,
+                result_rows=rows,
+                fields=fields,
             )
+        )
     return traces
 
 
-# Turn statuses (supportdesk.Turn) while the pipeline still works on a turn; sgr reads them as strings.
-IN_PROGRESS = {"queued", "guarding", "planning", "answering"}
+# Turn statuses while the pipeline still works on a turn.
+IN_PROGRESS = {str(s) for s in Turn.Status if s not in Turn.TERMINAL}
 
 
 def answer_missing_reason(*, status: str, final_action: str, error_code: str) -> str:
@@ -136,8 +131,8 @@ def plan_record_inspection(*, record_id: int) -> Inspection | None:
     if record is None:
         return None
     turn = record.turn
-    events = list(turn.events.order_by("seq"))
-    answer_event = next((e for e in reversed(events) if e.type == "answer"), None)
+    outcome = turn_outcome(turn=turn)
+    events = list(TurnEvent.objects.filter(turn_id=turn.pk).order_by("seq"))
     started = turn.created_at
     timeline = [
         StageTime(
@@ -148,20 +143,16 @@ def plan_record_inspection(*, record_id: int) -> Inspection | None:
         for e in events
         if e.type != "token"
     ]
-    try:
-        feedback_row = turn.feedback
-        feedback: dict[str, Any] | None = {
-            "rating": feedback_row.get_rating_display(), "comment": feedback_row.comment, "at": feedback_row.created_at,
-        }
-    except ObjectDoesNotExist:
-        feedback = None
+    feedback: dict[str, Any] | None = None
+    if outcome.feedback is not None:
+        feedback = {"rating": outcome.feedback.label, "comment": outcome.feedback.comment, "at": outcome.feedback.at}
     checks = [
         {
             "kind": c.kind, "status": c.status, "level": c.level, "provider": c.provider,
             "categories": ", ".join(c.categories or []), "latency_ms": c.latency_ms, "attempts": c.attempts,
             "error": c.error,
         }
-        for c in turn.guard_checks.order_by("pk")
+        for c in GuardCheck.objects.filter(turn_id=turn.pk).order_by("pk")
     ]
     return Inspection(
         record=record,
@@ -170,13 +161,13 @@ def plan_record_inspection(*, record_id: int) -> Inspection | None:
         raw_arguments=pretty(record.raw_arguments) if record.raw_arguments else "",
         repair_raw_arguments=pretty(record.repair_raw_arguments) if record.repair_raw_arguments else "",
         parse_errors=[str(e) for e in record.parse_errors or []],
-        guardian=pretty(record.guardian),
+        guardian=pretty(outcome.guardian),
         guard_checks=checks,
         traces=_traces(turn),
-        answer=turn.answer_text,
-        answer_missing="" if turn.answer_text else answer_missing_reason(
-            status=turn.status, final_action=record.final_action, error_code=turn.error_code),
-        sources=list((answer_event.payload or {}).get("sources") or []) if answer_event else [],
+        answer=outcome.answer_text,
+        answer_missing="" if outcome.answer_text else answer_missing_reason(
+            status=outcome.status, final_action=outcome.final_action, error_code=outcome.error_code),
+        sources=outcome.sources,
         timeline=timeline,
         tokens={
             "planner_prompt": record.prompt_tokens,
