@@ -275,6 +275,9 @@ RETRIEVAL_EMBED_BATCH = env.int("RETRIEVAL_EMBED_BATCH", default=32)
 # message's embedding 19 against 28 ms; busy-waiting threads made it 346 ms).
 RETRIEVAL_EMBED_THREADS = env.int("RETRIEVAL_EMBED_THREADS", default=2)
 RETRIEVAL_EMBED_OMP_WAIT_POLICY = env.str("RETRIEVAL_EMBED_OMP_WAIT_POLICY", default="passive")
+# The local embedder's OpenMP threads for passages (ingestion, re-embedding): they run in the
+# niced ingest worker or a bulk command, where both cores pay (docs/benchmarks.md, "Bulk ingestion").
+RETRIEVAL_INGEST_EMBED_THREADS = env.int("RETRIEVAL_INGEST_EMBED_THREADS", default=2)
 # Query vectors shared by every process (retrieval/querycache.py): a turn's stages run in
 # different worker processes and each embeds the message. Empty turns the sharing off.
 RETRIEVAL_QUERY_CACHE_URL = env.str("RETRIEVAL_QUERY_CACHE_URL", default=REDIS_URL)

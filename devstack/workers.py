@@ -73,6 +73,7 @@ def worker_env(env: dict[str, str]) -> dict[str, str]:
 
     On two shared cores, busy-waiting OpenMP threads fight the other processes (ingestion
     measured 4-5x faster with one passive thread than with two busy ones). The local
-    embedder sets its own count when it loads (``RETRIEVAL_EMBED_THREADS``).
+    embedder sets its own count when it loads (``RETRIEVAL_EMBED_THREADS``), and for
+    passages (the ingest worker's work) per call (``RETRIEVAL_INGEST_EMBED_THREADS``).
     """
     return {"OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "passive", **env}

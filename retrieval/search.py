@@ -19,12 +19,10 @@ the right passage (measured: dense R@1 0.80 fell to 0.28, see STACK.md).
 from __future__ import annotations
 
 import logging
-import math
-import re
 import time
-from typing import Any
+from typing import Any, NamedTuple
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from django.conf import settings
@@ -61,9 +59,10 @@ def _filter_sql(filters: SearchFilters | None) -> tuple[str, list[Any]]:
 
 def vector_ranking_sql(*, dim: int, where: str = "") -> str:
     """The ANN query: its ORDER BY must be the HNSW index's expression (half precision), or Postgres
-    scans the table. Parameters: query vector, filter params, query vector, limit."""
+    scans the table. Rows: id, NULL (no lexical score), cosine (full precision), text-search config.
+    Parameters: query vector, filter params, query vector, limit."""
     half = f"halfvec({int(dim)})"
-    return (f"SELECT c.id, 1 - (c.embedding <=> %s::vector), c.ts_config FROM retrieval_chunk c "
+    return (f"SELECT c.id, NULL::float8, 1 - (c.embedding <=> %s::vector), c.ts_config FROM retrieval_chunk c "
             f"WHERE c.embedding IS NOT NULL{where} ORDER BY c.embedding::{half} <=> %s::{half} LIMIT %s")
 
 
@@ -73,47 +72,131 @@ def _vector_ranking(vector: str, n: int, filters: SearchFilters | None) -> list[
     The order comes from the half-precision HNSW index; the similarity reported is
     the full-precision one.
     """
-    where, params = _filter_sql(filters)
-    settings_sql = ["SELECT set_config('hnsw.ef_search', %s, true)"]
-    settings_params: list[Any] = [str(max(settings.RETRIEVAL_HNSW_EF_SEARCH, n))]
-    if where:  # filtered: keep scanning the graph until enough rows pass the filter
-        settings_sql.append("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
-    with connection.cursor() as cursor:
-        # One round trip: Django's client-side-binding cursor sends the statements as one
-        # simple query, which runs as one transaction, so the local settings apply to the
-        # ANN query and end with it (round trips cost most on a busy machine).
-        cursor.execute("; ".join([*settings_sql, vector_ranking_sql(dim=vector.count(",") + 1, where=where)]),
-                       [*settings_params, vector, *params, vector, n])
-        for _ in settings_sql:
-            cursor.nextset()
-        return [(row[0], float(row[1]), row[2]) for row in cursor.fetchall()]
+    return [(row.chunk_id, row.similarity or 0.0, row.ts_config)
+            for row in _rankings_fetch(None, "", n, filters, vector=vector)[0]]
 
 
-def _tsquery_literal(lexeme: str) -> str:
-    """A single already-normalised lexeme as tsquery input (no second stemming)."""
-    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+# A query lexeme found in a chunk's headings (weight A) counts this much more than in its body.
+HEADING_BONUS = 0.5
+
+# Configurations that stem a Latin-script word the same way (russian hands them to english_stem).
+LATIN_SHARED_CONFIGS = ["english", "russian"]
+_LATIN_LEXEME = "^[a-z0-9][a-z0-9._-]*$"
+
+# A lexeme as tsquery input: quoted, so it is not stemmed a second time.
+_QUOTED_LEXEME = r"'''' || replace(replace(t.lexeme, '\', '\\'), '''', '''''') || ''''"
+
+
+def text_ranking_sql(*, where: str = "", cosine: bool = False) -> str:
+    """The full-text ranking in one statement: parse the query, gather candidates per lexeme, score them.
+
+    Rows as :func:`vector_ranking_sql`'s, with the lexical score second and, when
+    ``cosine``, the chunk's cosine with the query vector third. Parameters: see
+    :func:`_text_ranking_params`.
+
+    The score is BM25's term weighting without its length part: the sum, over the
+    query's lexemes a chunk holds, of ``idf = ln(1 + (N - df + 0.5) / (df + 0.5))``
+    (``HEADING_BONUS`` as much again when the lexeme is in the chunk's headings,
+    weight A); ``ts_rank_cd`` breaks ties. Postgres's own ``ts_rank_cd`` alone has no
+    notion of a rare term, so a question's common words outweighed the one word that
+    named its product (measured: R@1 0.59 against vectors' 0.87 on the support
+    corpus, docs/benchmarks.md).
+
+    ``websearch_to_tsquery`` parses the user's syntax ("phrases", -not, or) in the
+    query's language; its implicit ANDs become ORs so a natural question still
+    matches passages holding only some of its words. Ranking every chunk that shares
+    one common word would cost time linear in the knowledge base, so candidates are
+    gathered per lexeme (one ``LATERAL`` index probe each), at most
+    ``RETRIEVAL_TEXT_CANDIDATES_PER_TERM``: a rare term (a code, a product name)
+    brings all its chunks, a common one a sample. A lexeme that ``ANALYZE``'s
+    statistics (:func:`_term_statistics`) say occurs in more than ``RETRIEVAL_TEXT_MAX_TERM_ROWS`` chunks brings none (even finding its sample
+    costs time linear in its frequency); it still counts, with its small weight.
+    ``df`` is the number of candidates a lexeme brought (exact below the cap) or the
+    statistics' estimate, whichever is larger; ``N`` the analysed row count (a count
+    before any ``ANALYZE``: only small tables go unanalysed), or the number of
+    candidates if that is larger.
+
+    A Latin-script lexeme (a product name, a code, "wi-fi") is looked up in English
+    and Russian chunks alike (``LATIN_SHARED_CONFIGS``: the same stemmer), so a
+    Russian question naming a product also finds the English-only articles about it
+    by that name; any other lexeme only in chunks of the query's own configuration
+    (a Russian stem means nothing to English text).
+
+    One statement, so that it shares one round trip with the ANN query: a search is
+    two round trips (the rankings, then the hits that survive the fusion) instead of
+    five, and round trips cost most on a busy machine (docs/benchmarks.md, "Search
+    at 100k chunks").
+    """
+    similarity = "1 - (c.embedding <=> %s::vector)" if cosine else "NULL::float8"
+    # The scored chunks are looked up by id (``= ANY(ARRAY(...))``): given the whole query, the planner
+    # would fetch every chunk holding any of its words, common ones included, and only then keep them.
+    return f"""
+WITH query AS MATERIALIZED (
+    SELECT nullif(replace(websearch_to_tsquery(p.config::regconfig, p.text)::text, ' & ', ' | '), '')::tsquery
+               AS tsq,
+           tsvector_to_array(to_tsvector(p.config::regconfig, p.text)) AS lexemes, p.config
+    FROM (SELECT %s::text AS config, %s::text AS text) p
+), statistics AS MATERIALIZED (
+    SELECT %s::float8 AS rows, %s::text[] AS elements, %s::float8[] AS frequencies
+), terms AS MATERIALIZED (
+    SELECT t.position, ({_QUOTED_LEXEME})::tsquery AS term, ({_QUOTED_LEXEME} || ':A')::tsquery AS heading,
+           coalesce(st.frequencies[array_position(st.elements, t.lexeme)] * st.rows, 0) AS estimate,
+           CASE WHEN q.config = ANY(%s) AND t.lexeme ~ '{_LATIN_LEXEME}' THEN %s ELSE ARRAY[q.config] END
+               AS configs
+    FROM query q CROSS JOIN unnest(q.lexemes) WITH ORDINALITY AS t(lexeme, position)
+         CROSS JOIN statistics st
+), found AS MATERIALIZED (
+    SELECT t.position, f.id FROM terms t CROSS JOIN LATERAL (
+        SELECT c.id FROM retrieval_chunk c
+        WHERE c.ts_config = ANY(t.configs) AND c.search_vector @@ t.term{where} LIMIT %s) f
+    WHERE t.estimate <= %s
+), weights AS MATERIALIZED (
+    SELECT t.position, t.term, t.heading, ln(1 + (n.total - d.df + 0.5) / (d.df + 0.5)) AS weight
+    FROM terms t
+    CROSS JOIN (SELECT greatest(
+        (SELECT CASE WHEN st.rows > 0 THEN st.rows ELSE (SELECT count(*) FROM retrieval_chunk)::float8 END
+         FROM statistics st),
+        (SELECT count(DISTINCT f.id) FROM found f)::float8) AS total) n
+    CROSS JOIN LATERAL (SELECT greatest((SELECT count(*) FROM found f WHERE f.position = t.position)::float8,
+                                        t.estimate, 1.0) AS df) d
+    ORDER BY t.position
+)
+SELECT c.id, (SELECT sum(CASE WHEN c.search_vector @@ w.term THEN w.weight ELSE 0 END
+                         + CASE WHEN c.search_vector @@ w.heading THEN w.weight * {HEADING_BONUS!r} ELSE 0 END)
+              FROM weights w) AS score,
+       {similarity}, c.ts_config
+FROM retrieval_chunk c, query q
+WHERE c.id = ANY(ARRAY(SELECT DISTINCT f.id FROM found f)) AND c.search_vector @@ q.tsq
+ORDER BY score DESC, ts_rank_cd(c.search_vector, q.tsq, 1) DESC, c.id LIMIT %s"""
+
+
+def _text_ranking_params(query: str, ts_config: str, n: int, filter_params: list[Any],
+                         vector: str | None) -> list[Any]:
+    """:func:`text_ranking_sql`'s parameters, in order."""
+    statistics = _term_statistics()
+    # Lower-cased here, like the indexed text (see ingestion.chunks_index_text).
+    return [ts_config, query.lower(), statistics.rows, statistics.elements, statistics.frequencies,
+            LATIN_SHARED_CONFIGS, LATIN_SHARED_CONFIGS, *filter_params,
+            settings.RETRIEVAL_TEXT_CANDIDATES_PER_TERM, float(settings.RETRIEVAL_TEXT_MAX_TERM_ROWS),
+            *([vector] if vector is not None else []), n]
 
 
 @dataclass(frozen=True)
 class TermStatistics:
-    """What ANALYZE knows of the full-text column: the chunk count and the commonest lexemes' frequencies."""
+    """What ANALYZE knows of the full-text column, as array literals for the ranking query's parameters."""
 
-    rows: float = 0.0  # pg_class.reltuples; 0 when never analysed
-    frequencies: dict[str, float] = field(default_factory=dict)  # share of chunks holding the lexeme
-
-    def common(self, limit: int) -> frozenset[str]:
-        """Lexemes estimated to occur in more than ``limit`` chunks."""
-        return frozenset(e for e, f in self.frequencies.items() if f * self.rows > limit)
+    rows: float = 0.0  # pg_class.reltuples; 0 when never analysed (N is then a count)
+    elements: str = "{}"  # the commonest lexemes (text[] literal)
+    frequencies: str = "{}"  # the share of chunks holding each (float8[] literal)
 
 
 _statistics_cache: tuple[float, TermStatistics] = (-1e9, TermStatistics())
 
 
 def _term_statistics() -> TermStatistics:
-    """Term statistics from ``pg_stats`` (most-common elements of ``search_vector``).
-
-    Cached per process for a minute: the statistics only change when autovacuum re-analyses.
-    """
+    """Term statistics from ``pg_stats`` (most common elements of ``search_vector``), cached per process
+    for a minute: they only change when autovacuum re-analyses, and reading them costs more than a search's
+    full-text scoring (the view took ~0.5 ms to plan and ~0.2 ms to run per search at 100k chunks)."""
     global _statistics_cache
     cached_at, cached = _statistics_cache
     if time.monotonic() - cached_at < 60:
@@ -125,125 +208,57 @@ def _term_statistics() -> TermStatistics:
             "AND s.attname = 'search_vector' WHERE c.relname = 'retrieval_chunk' AND c.relkind = 'r'"
         )
         row = cursor.fetchone()
-    statistics = TermStatistics()
-    if row:
-        elements, freqs, rows = row
-        statistics = TermStatistics(rows=max(float(rows or 0), 0.0),
-                                    frequencies=dict(zip(elements or [], freqs or [], strict=False)))
+    elements, frequencies, rows = row or (None, None, 0)
+    quoted = ('"' + e.replace("\\", "\\\\").replace('"', '\\"') + '"' for e in elements or [])
+    statistics = TermStatistics(rows=max(float(rows or 0), 0.0), elements="{" + ",".join(quoted) + "}",
+                                frequencies="{" + ",".join(repr(float(f)) for f in frequencies or []) + "}")
     _statistics_cache = (time.monotonic(), statistics)
     return statistics
 
 
-# A query lexeme found in a chunk's headings (weight A) counts this much more than in its body.
-HEADING_BONUS = 0.5
+class _Row(NamedTuple):
+    """One ranked chunk as a ranking query returns it."""
+
+    chunk_id: int
+    score: float | None  # the lexical score; None from the ANN query
+    similarity: float | None  # the cosine with the query vector; None without one (or without an embedding)
+    ts_config: str
 
 
-def _text_ranking(query: str, ts_config: str, n: int, filters: SearchFilters | None, *, vector: str | None = None,
-                  cosines: dict[int, tuple[float, str]] | None = None) -> list[tuple[int, float]]:
-    """Chunk ids and lexical scores, best first, from chunks in ``ts_config`` only.
+def _rankings_fetch(query: str | None, ts_config: str, n: int, filters: SearchFilters | None, *,
+                    vector: str | None) -> tuple[list[_Row], list[_Row]]:
+    """The ANN ranking (when ``vector`` is given) and the full-text ranking (when ``query`` is), best first.
 
-    With ``vector`` and ``cosines``, ``cosines`` is filled with each returned chunk's
-    (cosine with the query vector, text-search configuration), in the same round trip.
-
-    The score is BM25's term weighting without its length part: the sum, over the
-    query's lexemes a chunk holds, of ``idf = ln(1 + (N - df + 0.5) / (df + 0.5))``
-    (half as much again when the lexeme is in the chunk's headings); ``ts_rank_cd``
-    breaks ties. Postgres's own ``ts_rank_cd`` alone has no notion of a rare term, so
-    a question's common words outweighed the one word that named its product (measured:
-    R@1 0.59 against vectors' 0.87 on the support corpus, docs/benchmarks.md).
-
-    websearch_to_tsquery parses the user's syntax ("phrases", -not, or) in the query's
-    language; its implicit ANDs become ORs so a natural question still matches passages
-    holding only some of its words. Ranking every chunk that shares one common word
-    would cost time linear in the knowledge base, so candidates are gathered per
-    lexeme, at most ``RETRIEVAL_TEXT_CANDIDATES_PER_TERM`` each: a rare term (a code, a
-    product name) brings all its chunks, a common one a sample. A term Postgres's
-    statistics say occurs in more than ``RETRIEVAL_TEXT_MAX_TERM_ROWS`` chunks brings
-    none (even finding its sample costs time linear in its frequency); it still
-    counts, with its small weight. ``df`` is the number of candidates a lexeme brought
-    (exact below the cap) or the statistics' estimate, whichever is larger.
+    One round trip for both: Django's client-side-binding cursor sends the statements
+    as one simple query, which runs as one transaction, so the ANN query's local
+    settings apply to it and end with it.
     """
-    where, params = _filter_sql(filters)
+    where, filter_params = _filter_sql(filters)
+    statements: list[str] = []
+    params: list[Any] = []
+    settings_statements = 0
+    if vector is not None:
+        statements.append("SELECT set_config('hnsw.ef_search', %s, true)")
+        params.append(str(max(settings.RETRIEVAL_HNSW_EF_SEARCH, n)))
+        if where:  # filtered: keep scanning the graph until enough rows pass the filter
+            statements.append("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
+        settings_statements = len(statements)
+        statements.append(vector_ranking_sql(dim=vector.count(",") + 1, where=where))
+        params += [vector, *filter_params, vector, n]
+    if query is not None:
+        statements.append(text_ranking_sql(where=where, cosine=vector is not None))
+        params += _text_ranking_params(query, ts_config, n, filter_params, vector)
+    if not statements:
+        return [], []
     with connection.cursor() as cursor:
-        # Lower-cased here, like the indexed text (see ingestion.chunks_index_text).
-        cursor.execute(
-            "SELECT replace(websearch_to_tsquery(%s::regconfig, %s)::text, ' & ', ' | '), "
-            "tsvector_to_array(to_tsvector(%s::regconfig, %s))",
-            [ts_config, query.lower(), ts_config, query.lower()],
-        )
-        tsquery, lexemes = cursor.fetchone()
-        statistics = _term_statistics()
-        common = statistics.common(settings.RETRIEVAL_TEXT_MAX_TERM_ROWS)
-        lexemes = list(lexemes or [])
-        searched = [(t, lexeme) for t, lexeme in enumerate(lexemes) if lexeme not in common]
-        if not tsquery or not searched:
-            return []
-        per_term = settings.RETRIEVAL_TEXT_CANDIDATES_PER_TERM
-        candidates = " UNION ALL ".join(
-            f"(SELECT {t}, c.id FROM retrieval_chunk c WHERE c.ts_config = ANY(%s) AND c.search_vector @@ %s::tsquery"
-            f"{where} LIMIT %s)"
-            for t, _ in searched
-        )
-        candidate_params: list[Any] = []
-        for _, lexeme in searched:
-            candidate_params += [_configs_for(lexeme, ts_config), _tsquery_literal(lexeme), *params, per_term]
-        cursor.execute(candidates, candidate_params)
-        found: dict[int, int] = {}
-        ids: set[int] = set()
-        for t, chunk_id in cursor.fetchall():
-            found[t] = found.get(t, 0) + 1
-            ids.add(chunk_id)
-        total = max(_corpus_size(statistics), float(len(ids)))
-        weights = []
-        for t, lexeme in enumerate(lexemes):
-            df = max(float(found.get(t, 0)), statistics.frequencies.get(lexeme, 0.0) * statistics.rows, 1.0)
-            weights.append(math.log(1 + (total - df + 0.5) / (df + 0.5)))
-        # Each chunk's score inline: one pass over the candidates, no per-row subquery.
-        score = " + ".join(
-            "(CASE WHEN c.search_vector @@ %s::tsquery THEN %s ELSE 0 END)"
-            " + (CASE WHEN c.search_vector @@ %s::tsquery THEN %s ELSE 0 END)" for _ in lexemes)
-        score_params: list[Any] = []
-        for lexeme, weight in zip(lexemes, weights, strict=True):
-            literal = _tsquery_literal(lexeme)
-            score_params += [literal, weight, literal + ":A", weight * HEADING_BONUS]
-        cosine = "1 - (c.embedding <=> %s::vector)" if vector is not None else "NULL"
-        cursor.execute(
-            f"SELECT c.id, {score} AS score, {cosine}, c.ts_config FROM retrieval_chunk c "
-            "WHERE c.id = ANY(%s) AND c.search_vector @@ %s::tsquery "
-            "ORDER BY score DESC, ts_rank_cd(c.search_vector, %s::tsquery, 1) DESC, c.id LIMIT %s",
-            [*score_params, *([vector] if vector is not None else []), list(ids), tsquery, tsquery, n],
-        )
-        rows = cursor.fetchall()
-    if cosines is not None:
-        cosines.update({row[0]: (float(row[2]), row[3]) for row in rows if row[2] is not None})
-    return [(row[0], round(float(row[1]), 6)) for row in rows]
-
-
-# Configurations that stem a Latin-script word the same way (russian hands them to english_stem).
-LATIN_SHARED_CONFIGS = ("english", "russian")
-_LATIN_LEXEME = re.compile(r"[a-z0-9][a-z0-9._-]*")
-
-
-def _configs_for(lexeme: str, ts_config: str) -> list[str]:
-    """The chunks' configurations a query lexeme is looked up in.
-
-    A Latin-script lexeme (a product name, a code, "wi-fi") is the same in English
-    and Russian chunks, so a Russian question naming a product also finds the
-    English-only articles about it by that name; any other lexeme only in chunks
-    of the query's own configuration (a Russian stem means nothing to English text).
-    """
-    if ts_config in LATIN_SHARED_CONFIGS and _LATIN_LEXEME.fullmatch(lexeme):
-        return list(LATIN_SHARED_CONFIGS)
-    return [ts_config]
-
-
-def _corpus_size(statistics: TermStatistics) -> float:
-    """N for the idf: the analysed row count; before any ANALYZE, a count (only small tables go unanalysed)."""
-    if statistics.rows > 0:
-        return statistics.rows
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM retrieval_chunk")
-        return float(cursor.fetchone()[0])
+        cursor.execute("; ".join(statements), params)
+        for _ in range(settings_statements):
+            cursor.nextset()
+        vector_rows = [_Row(*row) for row in cursor.fetchall()] if vector is not None else []
+        if query is not None and vector is not None:
+            cursor.nextset()
+        text_rows = [_Row(*row) for row in cursor.fetchall()] if query is not None else []
+    return vector_rows, text_rows
 
 
 def _hits_load(ids: list[int], vector: str | None) -> dict[int, ChunkHit]:
@@ -286,13 +301,14 @@ def chunk_search_hybrid(query: str, k: int = 10, filters: SearchFilters | None =
         if query_vector is None:
             query_vector = embedder_get().embed_queries([query])[0]
         vector = vector_literal(query_vector)
-    vector_ranked = _vector_ranking(vector, n, filters) if vector is not None else []
+    vector_rows, text_rows = _rankings_fetch(query if mode != "vector" else None, ts_config, n, filters,
+                                             vector=vector)
+    vector_ranked = [(row.chunk_id, row.similarity or 0.0, row.ts_config) for row in vector_rows]
+    text_ranked = [(row.chunk_id, round(row.score or 0.0, 6)) for row in text_rows]
     # The cosines of the chunks full text finds come with them (score fusion judges every candidate on both).
-    looked_up: dict[int, tuple[float, str]] = {}
-    text_ranked = (_text_ranking(query, ts_config, n, filters, vector=vector, cosines=looked_up)
-                   if mode != "vector" else [])
+    looked_up = {row.chunk_id: (row.similarity, row.ts_config) for row in text_rows if row.similarity is not None}
 
-    # Fuse on ids and scores only; just the chunks that survive are loaded.
+    # Fuse on ids and scores; only the chunks that survive are loaded.
     scores: dict[int, dict[str, float | int]] = {}
     for rank, (chunk_id, cosine, _) in enumerate(vector_ranked, start=1):
         scores[chunk_id] = {"vector_rank": rank, "vector_score": cosine}

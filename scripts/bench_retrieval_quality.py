@@ -77,7 +77,8 @@ def main() -> None:
     args = parser.parse_args()
     embedder = embedder_get()
     print(f"embedder: {embedder.name}, batch {settings.RETRIEVAL_EMBED_BATCH}, "
-          f"threads {settings.RETRIEVAL_EMBED_THREADS} ({settings.RETRIEVAL_EMBED_OMP_WAIT_POLICY}), "
+          f"threads {settings.RETRIEVAL_EMBED_THREADS} (ingestion: {settings.RETRIEVAL_INGEST_EMBED_THREADS}; "
+          f"{settings.RETRIEVAL_EMBED_OMP_WAIT_POLICY}), "
           f"cores {os.cpu_count()}; candidates {settings.RETRIEVAL_CANDIDATES}, rrf_k {settings.RETRIEVAL_RRF_K}",
           flush=True)
     with tempfile.TemporaryDirectory() as folder:

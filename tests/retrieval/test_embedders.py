@@ -53,6 +53,30 @@ def test_a_message_embedded_again_as_a_query_reuses_its_vector(local_embedder, s
     assert calls[1:] == [message, other] and np.allclose(both[0], again[0])
 
 
+def test_passages_embed_with_the_ingest_thread_count_and_queries_with_their_own(local_embedder, settings):
+    """RETRIEVAL_INGEST_EMBED_THREADS applies to passages only, for the call only, in the calling thread."""
+    settings.RETRIEVAL_QUERY_CACHE_URL = ""  # the queries are embedded here, not found in the shared cache
+    embedder = LocalEmbedder(batch_size=8, threads=1, passage_threads=2)
+    assert embedder._omp is not None  # the engine's own OpenMP runtime
+    omp_threads, _ = embedder._omp
+    real = embedder._model
+    seen: list[tuple[bool, int]] = []
+
+    class Recording:
+        dim = real.dim
+
+        def encode(self, texts: object, is_query: bool) -> np.ndarray:
+            seen.append((is_query, omp_threads()))
+            return real.encode(texts, is_query)
+
+    embedder._model = Recording()
+    before = omp_threads()
+    embedder.embed_passages(["Refunds go back to the card.", "Parcels arrive in three days."])
+    embedder.embed_queries(["How many threads embed this query?", "And how many this one?"])
+    assert seen == [(False, 2), (True, before)]
+    assert omp_threads() == before  # restored: the next query runs as before
+
+
 def test_local_embedder_uses_query_and_passage_prefixes(local_embedder):
     embedder = embedder_get()
     text = "reset your password"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 
 from retrieval.ingestion import kb_ingest_paths
 from retrieval.models import Document
@@ -97,6 +98,18 @@ def test_relative_score_fusion_sees_margins_rank_fusion_does_not(stub_embedder, 
     # Ranks only: 1st + 2nd either way round is a tie, broken by the cosine here. Scores show the margin:
     assert by_rank[0].fused_score == pytest.approx(by_rank[1].fused_score)
     assert by_score[0].fused_score - by_score[1].fused_score > 0.2
+
+
+def test_hybrid_search_is_two_database_round_trips(stub_embedder, write_files):
+    """ANN and the whole full-text ranking (parse, candidates, scores) in one, the k hits in another: filtered or not."""
+    root = write_files({"refunds.md": REFUNDS_EN, "support.md": SUPPORT_RU})
+    kb_ingest_paths(paths=[str(root)])
+    vector = np.ones(384, dtype=np.float32) / np.sqrt(384)
+    for filters in (None, SearchFilters(languages=["en"], source_prefix=str(root))):
+        with CaptureQueriesContext(connection) as queries:
+            hits = chunk_search_hybrid("refunds payment", k=5, query_vector=vector, filters=filters)
+        assert len(queries) == 2 and _name(hits[0]) == "refunds.md"
+        assert hits[0].text_rank == 1 and hits[0].vector_score is not None and hits[0].source.endswith("refunds.md")
 
 
 def test_filters_restrict_the_search(stub_embedder, write_files):
