@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any
 
 from celery import Celery, signals
@@ -130,8 +131,6 @@ def worker_guard_warm(sender: Any = None, **kwargs: Any) -> None:
     consumed = getattr(queues, "consume_from", None) or {}
     if pool_cls is None or pool_kind(pool_cls) == "prefork" or "guard" not in consumed:
         return  # a prefork child loads on its first screening
-    import threading
-
     from guard.exemplars import exemplars_warm
 
     threading.Thread(target=exemplars_warm, name="guard-warm", daemon=True).start()

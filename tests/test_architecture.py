@@ -56,40 +56,32 @@ def _top(module: str) -> str:
     return module.split(".", 1)[0]
 
 
+def _importing(packages: tuple[str, ...], tops: set[str], *, migrations: bool = False) -> list[str]:
+    """``path:line imports module`` for every import of a ``tops`` package from ``packages``."""
+    return [
+        f"{path}:{line} imports {module}"
+        for path, tree in _sources(*packages, migrations=migrations)
+        for line, module in _imports(tree)
+        if _top(module) in tops
+    ]
+
+
 def test_the_source_is_found():
     files = dict(_sources(*APPS))
     assert "analytics/stats.py" in files and "supportdesk/models.py" in files and "sgr/planner.py" in files
 
 
 def test_only_the_wiring_imports_the_read_side():
-    found = [
-        f"{path}:{line} imports {module}"
-        for path, tree in _sources(*DOMAIN, "devstack")
-        for line, module in _imports(tree)
-        if _top(module) == READ_SIDE
-    ]
-    assert found == []
-    assert any(_top(module) == READ_SIDE for _path, tree in _sources(WIRING) for _line, module in _imports(tree))
+    assert _importing((*DOMAIN, "devstack"), {READ_SIDE}) == []
+    assert _importing((WIRING,), {READ_SIDE})  # the wiring does mount it
 
 
 def test_nothing_imports_the_wiring():
-    found = [
-        f"{path}:{line} imports {module}"
-        for path, tree in _sources(*APPS, "devstack")
-        for line, module in _imports(tree)
-        if _top(module) == WIRING
-    ]
-    assert found == []
+    assert _importing((*APPS, "devstack"), {WIRING}) == []
 
 
 def test_planning_guard_and_retrieval_never_import_the_conversation_domain():
-    found = [
-        f"{path}:{line} imports {module}"
-        for path, tree in _sources(*LOWER)
-        for line, module in _imports(tree)
-        if _top(module) == "supportdesk"
-    ]
-    assert found == []
+    assert _importing(LOWER, {"supportdesk"}) == []
 
 
 def test_no_reflective_reads_of_models_outside_migrations():
@@ -103,13 +95,7 @@ def test_no_reflective_reads_of_models_outside_migrations():
 
 
 def test_migrations_import_no_live_code():
-    found = [
-        f"{path}:{line} imports {module}"
-        for path, tree in _sources(*APPS, migrations=True)
-        for line, module in _imports(tree)
-        if _top(module) in APPS
-    ]
-    assert found == []
+    assert _importing(APPS, set(APPS), migrations=True) == []
 
 
 def _module_name(path: str) -> str:

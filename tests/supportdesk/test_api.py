@@ -48,15 +48,16 @@ def test_post_message_saves_message_and_turn_and_enqueues_once(client, django_ca
     assert no_enqueue == [turn.pk]
 
 
-@pytest.mark.parametrize(("text", "fragment"), [("", "empty"), ("x" * 4001, "too long")])
-def test_post_message_rejects_empty_and_oversized(client, no_enqueue, text, fragment):
+@pytest.mark.parametrize(("text", "fragment", "code"), [("", "empty", "message_empty"),
+                                                  ("x" * 4001, "too long", "message_too_long")])
+def test_post_message_rejects_empty_and_oversized(client, no_enqueue, text, fragment, code):
     body = conversation_create_via_api(client)
     resp = client.post(
         f"/api/conversations/{body['id']}/messages", {"text": text},
         content_type="application/json", headers={"X-Conversation-Token": body["token"]},
     )
     assert resp.status_code == 422
-    assert fragment in resp.json()["detail"]
+    assert fragment in resp.json()["detail"] and resp.json()["code"] == code  # the root API's one mapping
     assert not Message.objects.exists() and no_enqueue == []
 
 

@@ -68,7 +68,7 @@ def test_a_repeated_idempotency_key_returns_the_same_turn(client, no_enqueue):
     assert structured.json()["turn_id"] == turn_id
     # The same key with another body is a client bug, not a new turn.
     conflict = _ask(client, key, {"text": "Something else", "wait": 0}, idempotency="order-42")
-    assert conflict.status_code == 409
+    assert conflict.status_code == 409 and conflict.json()["code"] == "idempotency_conflict"
     # Without a key, or with another key, a request is a new turn.
     assert _ask(client, key, body).json()["turn_id"] != turn_id
     other = api_key_create(name="other", scopes=["ask"]).raw_key

@@ -244,6 +244,7 @@ def test_a_client_opening_conversations_too_fast_is_told_to_slow_down(client, se
     assert codes == [201, 201, 429]
     refused = client.post("/api/conversations", {"language": "ru"}, content_type="application/json")
     assert refused.status_code == 429 and refused.json()["detail"] == ui_string("error_rate_limited", "ru")
+    assert refused.json()["code"] == "rate_limited"
 
 
 def test_an_expired_conversation_token_opens_nothing(client, settings, ws_client, no_enqueue):
