@@ -1,4 +1,4 @@
-"""Admin: documents and chunks (read-only), uploads (the way in from the browser), query traces."""
+"""Admin: documents and chunks (read-only), uploads (the way in from the browser), query traces, search synonyms."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from django.contrib import admin
 from django.http import HttpRequest
 from django.utils import translation
 
-from retrieval.models import Chunk, Document, QueryTrace, Upload
+from retrieval.models import Chunk, Document, QueryTrace, SearchSynonym, Upload
 from retrieval.parsing import SUPPORTED_EXTENSIONS
+from retrieval.synonyms import SynonymRejected, synonym_group_prepare
 from retrieval.uploads import ARCHIVE_EXTENSION, UploadRejected, upload_check, upload_create
 from sgr.admin_audit import AuditAdmin
 from sgr.strings import ui_string
@@ -123,3 +124,40 @@ class QueryTraceAdmin(AuditAdmin):
     @admin.display(description="top score")
     def top_score(self, obj: QueryTrace) -> float | None:
         return obj.confidence.get("top_score")
+
+
+class SearchSynonymForm(forms.ModelForm):
+    class Meta:
+        model = SearchSynonym
+        fields = ("language", "words", "enabled")
+
+    def clean(self) -> dict[str, Any] | None:
+        cleaned = super().clean()
+        if self.errors or cleaned is None:
+            return cleaned
+        # The instance gets the form's values only after clean(): prepare a copy, keep its stems for save().
+        self._prepared = SearchSynonym(pk=self.instance.pk, language=cleaned["language"], words=cleaned["words"],
+                                       enabled=cleaned["enabled"])
+        try:
+            synonym_group_prepare(self._prepared)
+        except SynonymRejected as exc:
+            raise forms.ValidationError(ui_string(exc.key, translation.get_language() or "", **exc.params)) from exc
+        return cleaned
+
+    def save(self, commit: bool = True) -> Any:
+        self.instance.ts_config, self.instance.lexemes = self._prepared.ts_config, self._prepared.lexemes
+        return super().save(commit)
+
+
+@admin.register(SearchSynonym)
+class SearchSynonymAdmin(admin.ModelAdmin):
+    """Groups of words full-text search counts as one term; an edit applies to the next search."""
+
+    form = SearchSynonymForm
+    list_display = ("words", "language", "enabled", "stems", "updated_at")
+    list_filter = ("language", "enabled")
+    search_fields = ("words",)
+
+    @admin.display(description="stems")
+    def stems(self, obj: SearchSynonym) -> str:
+        return ", ".join(obj.lexemes)

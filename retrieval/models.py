@@ -1,7 +1,9 @@
-"""Knowledge-base documents, their chunks (pgvector + Postgres full text), uploads and query traces."""
+"""Knowledge-base documents, their chunks (pgvector + Postgres full text), uploads, query traces and
+the full-text search's synonyms."""
 
 from __future__ import annotations
 
+from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
@@ -129,3 +131,27 @@ class QueryTrace(models.Model):
 
     def __str__(self) -> str:
         return f"trace {self.pk}: {'; '.join(self.queries)[:60]}"
+
+
+class SearchSynonym(models.Model):
+    """Words the full-text search counts as one term, in one language: with ``idle, standby`` a question
+    saying "idle" matches an article saying "standby" as strongly as one saying "idle".
+
+    Staff edit these in the admin; ``lexemes`` (the words as the search stems them) are set by
+    :func:`retrieval.synonyms.synonym_group_prepare` and read by the ranking query itself, so an edit
+    applies to the next search.
+    """
+
+    language = models.CharField(max_length=8, choices=[("en", "English"), ("ru", "Russian")], default="en")
+    words = models.CharField(max_length=500, help_text="Two or more single words, separated by commas "
+                                                       "(e.g. idle, standby).")
+    enabled = models.BooleanField(default=True)
+    ts_config = models.CharField(max_length=16, default="", editable=False)
+    lexemes = ArrayField(models.CharField(max_length=100), default=list, editable=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["language", "words"]
+
+    def __str__(self) -> str:
+        return f"{self.language}: {self.words}"

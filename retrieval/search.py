@@ -83,8 +83,14 @@ HEADING_BONUS = 0.5
 LATIN_SHARED_CONFIGS = ["english", "russian"]
 _LATIN_LEXEME = "^[a-z0-9][a-z0-9._-]*$"
 
-# A lexeme as tsquery input: quoted, so it is not stemmed a second time.
-_QUOTED_LEXEME = r"'''' || replace(replace(t.lexeme, '\', '\\'), '''', '''''') || ''''"
+
+def _quoted(column: str) -> str:
+    """SQL for a lexeme column as tsquery input: quoted, so it is not stemmed a second time."""
+    return r"'''' || replace(replace(" + column + r", '\', '\\'), '''', '''''') || ''''"
+
+
+_QUOTED_LEXEME = _quoted("t.lexeme")
+_QUOTED_SYNONYM = _quoted("x.lexeme")
 
 
 def text_ranking_sql(*, where: str = "", cosine: bool = False) -> str:
@@ -122,6 +128,11 @@ def text_ranking_sql(*, where: str = "", cosine: bool = False) -> str:
     by that name; any other lexeme only in chunks of the query's own configuration
     (a Russian stem means nothing to English text).
 
+    A lexeme in an enabled synonym group of the query's configuration
+    (``retrieval.synonyms``) is widened to the group: it matches a chunk holding any
+    of the group's words, and its ``df`` counts the chunks holding any of them, so
+    "idle" and "standby" weigh the same.
+
     One statement, so that it shares one round trip with the ANN query: a search is
     two round trips (the rankings, then the hits that survive the fusion) instead of
     five, and round trips cost most on a busy machine (docs/benchmarks.md, "Search
@@ -139,12 +150,18 @@ WITH query AS MATERIALIZED (
 ), statistics AS MATERIALIZED (
     SELECT %s::float8 AS rows, %s::text[] AS elements, %s::float8[] AS frequencies
 ), terms AS MATERIALIZED (
-    SELECT t.position, ({_QUOTED_LEXEME})::tsquery AS term, ({_QUOTED_LEXEME} || ':A')::tsquery AS heading,
+    SELECT t.position, coalesce(syn.term, {_QUOTED_LEXEME})::tsquery AS term,
+           coalesce(syn.heading, {_QUOTED_LEXEME} || ':A')::tsquery AS heading, syn.term IS NOT NULL AS widened,
            coalesce(st.frequencies[array_position(st.elements, t.lexeme)] * st.rows, 0) AS estimate,
            CASE WHEN q.config = ANY(%s) AND t.lexeme ~ '{_LATIN_LEXEME}' THEN %s ELSE ARRAY[q.config] END
                AS configs
     FROM query q CROSS JOIN unnest(q.lexemes) WITH ORDINALITY AS t(lexeme, position)
          CROSS JOIN statistics st
+         LEFT JOIN LATERAL (
+             SELECT string_agg({_QUOTED_SYNONYM}, ' | ') AS term,
+                    string_agg({_QUOTED_SYNONYM} || ':A', ' | ') AS heading
+             FROM retrieval_searchsynonym s CROSS JOIN unnest(s.lexemes) AS x(lexeme)
+             WHERE s.enabled AND s.ts_config = q.config AND t.lexeme = ANY(s.lexemes)) syn ON true
 ), found AS MATERIALIZED (
     SELECT t.position, f.id FROM terms t CROSS JOIN LATERAL (
         SELECT c.id FROM retrieval_chunk c
@@ -166,7 +183,8 @@ SELECT c.id, (SELECT sum(CASE WHEN c.search_vector @@ w.term THEN w.weight ELSE 
               FROM weights w) AS score,
        {similarity}, c.ts_config
 FROM retrieval_chunk c, query q
-WHERE c.id = ANY(ARRAY(SELECT DISTINCT f.id FROM found f)) AND c.search_vector @@ q.tsq
+WHERE c.id = ANY(ARRAY(SELECT DISTINCT f.id FROM found f))
+  AND (c.search_vector @@ q.tsq OR EXISTS (SELECT 1 FROM terms t WHERE t.widened AND c.search_vector @@ t.term))
 ORDER BY score DESC, ts_rank_cd(c.search_vector, q.tsq, 1) DESC, c.id LIMIT %s"""
 
 

@@ -16,6 +16,7 @@ from pathlib import PurePosixPath
 from django.conf import settings
 from django.db import transaction
 
+from retrieval.errors import Rejected
 from retrieval.ingestion import IngestCallbacks, IngestSource, documents_ingest
 from retrieval.models import Upload
 from retrieval.parsing import document_format
@@ -27,13 +28,8 @@ ARCHIVE_EXTENSION = ".zip"
 PROGRESS_EVERY_SECONDS = 1.0  # how often a zip's progress is written while it runs
 
 
-class UploadRejected(ValueError):
-    """An upload that cannot be accepted; ``key`` and ``params`` name a localized UI string."""
-
-    def __init__(self, key: str, **params: object) -> None:
-        super().__init__(key)
-        self.key = key
-        self.params = params
+class UploadRejected(Rejected):
+    """An upload that cannot be accepted."""
 
 
 def upload_is_archive(filename: str) -> bool:

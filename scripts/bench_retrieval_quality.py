@@ -1,7 +1,7 @@
 """Retrieval quality against simple baselines on a 1,020-article corpus the product was not tuned on.
 
 Usage (throw-away migrated services; time it alone on the machine):
-    ./sd bench scripts/bench_retrieval_quality.py [--seed 16] [--questions 200]
+    ./sd bench scripts/bench_retrieval_quality.py [--seed 16] [--questions 200] [--no-synonyms]
 
 Writes the self-written corpus of ``scripts/support_corpus.py`` (invented products,
 English and Russian articles, labelled questions in English, in Russian and in
@@ -42,7 +42,7 @@ from retrieval.embedders import embedder_get  # noqa: E402
 from retrieval.evaluation import eval_questions_load, retrieval_evaluate  # noqa: E402
 from retrieval.ingestion import kb_ingest_paths  # noqa: E402
 from retrieval.management.commands.eval_retrieval import scores_table  # noqa: E402
-from retrieval.models import Chunk  # noqa: E402
+from retrieval.models import Chunk, SearchSynonym  # noqa: E402
 from support_corpus import corpus_write  # noqa: E402
 
 
@@ -74,7 +74,12 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=200, help="questions per language setting")
     parser.add_argument("--cache", type=Path, help="reuse the ingested index saved in this file (tuning runs only: "
                                                    "no ingestion figures)")
+    parser.add_argument("--no-synonyms", action="store_true",
+                        help="disable the search synonyms (retrieval.SearchSynonym) to compare without them")
     args = parser.parse_args()
+    if args.no_synonyms:
+        SearchSynonym.objects.update(enabled=False)
+    print(f"search synonyms: {SearchSynonym.objects.filter(enabled=True).count()} groups enabled")
     embedder = embedder_get()
     print(f"embedder: {embedder.name}, batch {settings.RETRIEVAL_EMBED_BATCH}, "
           f"threads {settings.RETRIEVAL_EMBED_THREADS} (ingestion: {settings.RETRIEVAL_INGEST_EMBED_THREADS}; "

@@ -217,6 +217,18 @@ BUILTIN_STRINGS: dict[str, dict[str, str]] = {
         "en": "The zip unpacks to {megabytes} MB; at most {limit} MB are accepted at once.",
         "ru": "Zip-архив распаковывается в {megabytes} МБ; за один раз принимается не больше {limit} МБ.",
     },
+    "synonym_error_word": {
+        "en": "\"{word}\" is not one searchable word: enter single words (not phrases or words like \"the\"), separated by commas.",
+        "ru": "«{word}» — не одно слово для поиска: введите отдельные слова (не фразы и не служебные слова) через запятую.",
+    },
+    "synonym_error_too_few": {
+        "en": "A synonym group needs at least two different words.",
+        "ru": "В группе синонимов нужно хотя бы два разных слова.",
+    },
+    "synonym_error_overlap": {
+        "en": "\"{word}\" is already in the group \"{group}\": a word can be in one group only.",
+        "ru": "«{word}» уже есть в группе «{group}»: слово может входить только в одну группу.",
+    },
     "feedback_turn_unfinished": {
         "en": "Feedback can be given once the answer is complete.",
         "ru": "Оценить ответ можно, когда он готов.",
