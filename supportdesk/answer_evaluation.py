@@ -98,6 +98,17 @@ def case_run(case: AnswerCase, *, timeout: float) -> CaseResult:
     return case_score(case, turn)
 
 
+def cited_names(sources: list[dict[str, Any]]) -> list[str]:
+    """The cited documents' file names without extension, in citation order (an address's last part for a
+    web page). Sources carry the document's id, not its path: the customer never sees a server path."""
+    from retrieval.models import Document  # at call time: retrieval is optional
+
+    ids = [s.get("document_id") for s in sources]
+    paths: dict[Any, str] = dict(
+        Document.objects.filter(pk__in=[i for i in ids if isinstance(i, int)]).values_list("pk", "source"))
+    return [Path(str(paths.get(s.get("document_id")) or s.get("url") or s.get("title") or "")).stem for s in sources]
+
+
 def case_score(case: AnswerCase, turn: Turn) -> CaseResult:
     outcome = turn_outcome(turn=turn)
     begun = turn.created_at
@@ -105,7 +116,7 @@ def case_score(case: AnswerCase, turn: Turn) -> CaseResult:
     for kind, at in TurnEvent.objects.filter(turn=turn, type__in=("plan", "token", "done")).order_by("seq").values_list(
             "type", "created_at"):
         firsts.setdefault(kind, at)
-    cited = [Path(str(s.get("url") or s.get("title") or "")).stem for s in outcome.sources]
+    cited = cited_names(outcome.sources)
     result = CaseResult(
         text=case.text, language=case.language, expected_action=case.expected_action, status=outcome.status,
         final_action=outcome.final_action, cited=cited, answer=outcome.answer_text,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from retrieval.ingestion import kb_ingest_paths
-from retrieval.models import QueryTrace
+from retrieval.models import Document, QueryTrace
 from supportdesk.models import Turn, TurnEvent
 from supportdesk.pipeline.answer.stage import answer_stage_run
 from supportdesk.pipeline.plan import plan_stage_run
@@ -76,6 +76,11 @@ def test_the_plans_searches_are_in_the_prompt_and_cited_without_a_tool_call(kb):
 
     answer = _answer_event(turn)
     assert [(s["number"], s["title"]) for s in answer["sources"]] == [(1, shown[1]), (2, shown[2])]
+    # The customer learns which document, never where it lies on the server.
+    assert all(s["url"] == "" and isinstance(s["document_id"], int) for s in answer["sources"])
+    events = json.dumps(list(TurnEvent.objects.filter(turn=turn).values_list("payload", flat=True)))
+    paths = list(Document.objects.values_list("source", flat=True))
+    assert paths and not any(path in events for path in paths)
     assert "[9]" not in answer["text"]
     assert turn.answer_result["invalid_citations"] == [9]
 

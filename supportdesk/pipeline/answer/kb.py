@@ -39,8 +39,9 @@ class KbSource(BaseModel):
 
     number: int
     title: str
-    url: str = ""  # an http(s) URL, else the document's path
+    url: str = ""  # the document's http(s) address; empty for a file (a server path is not the customer's business)
     excerpt: str = ""
+    document_id: int | None = None
 
 
 class KbResult(BaseModel):
@@ -83,7 +84,8 @@ def kb_search(*, query: str | list[str], turn_id: int, language: str, numbered_a
         return KbResult(query=joined, queries=queries, error=f"{type(exc).__name__}: {exc}")
     excerpts = {article.number: article.text for article in result.articles}
     sources = [
-        KbSource(number=s.number, title=s.title, url=s.url or s.source, excerpt=excerpt_of(excerpts.get(s.number, "")))
+        KbSource(number=s.number, title=s.title, url=s.url or "", excerpt=excerpt_of(excerpts.get(s.number, "")),
+                 document_id=s.document_id)
         for s in result.sources
     ]
     return KbResult(
