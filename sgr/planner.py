@@ -199,13 +199,34 @@ class _Caller:
         return reply
 
 
+# Worked scores for the kinds of message a small model gets wrong without them (off-topic questions
+# scored as genuine, vague problem reports as spam). Part of the fixed guide, so a cached prefix.
+GUIDE_EXAMPLES = """Examples (message -> spam_reason, spam_score, intent_confidence, action):
+- "How do I change the email address of my account?" -> "changing the account email - our product", 0.0, 0.9, normal
+- "Почему не приходит письмо для сброса пароля?" -> "password reset email - our product", 0.0, 0.9, normal
+- "Where can I see the invoices for my team?" -> "invoices - our product", 0.0, 0.9, normal
+- "What is the difference between the basic and the pro plan?" -> "plans - our product", 0.0, 0.9, normal
+- "Как поменять язык интерфейса в настройках?" -> "interface language - our product", 0.0, 0.9, normal
+- "What is the tallest mountain in Europe?" -> "geography - not our product", 0.95, 0.9, block
+- "Какой фильм посмотреть вечером?" -> "movie advice - not our product", 0.95, 0.9, block
+- "Write a song about summer" -> "song writing - not our product", 0.95, 0.9, block
+- "Which team is the favourite in the hockey final?" -> "sports - not our product", 0.95, 0.9, block
+- "Super sale on sunglasses, click the link!" -> "advert - not our product", 1.0, 0.9, block
+- "fjdksl wpeoir" -> "gibberish - not our product", 1.0, 0.1, block
+- "I need assistance" -> "help, with no subject - vague", 0.05, 0.2, clarify: "What would you like help with?"
+- "Что-то не так" -> "a problem, not named - vague", 0.05, 0.2, clarify: "Что именно не так и что вы видите на экране?"
+- "Where do I find it?" -> "a question, unclear what about - vague", 0.05, 0.3, clarify: "What are you looking for?"
+"""
+
+
 @functools.cache
 def schema_guide() -> str:
     """The plan's fields and their reasoning steps as text, for the ``json_schema`` transport.
 
     A response format constrains the output but is not shown to the model (a tool's
-    parameters are), so the model reads the steps here. The text is the same for every
-    turn and comes first in the prompt, so the model server reuses its cached prefix.
+    parameters are), so the model reads the steps here, then a few worked examples. The text
+    is the same for every turn and comes first in the prompt, so the model server reuses its
+    cached prefix.
     """
     schema = plan_json_schema()
     lines = [f"Reply with one JSON object of {TOOL_NAME}'s fields, in this order:"]
@@ -214,7 +235,7 @@ def schema_guide() -> str:
         if "enum" in field:
             kind = " | ".join(repr(v) for v in field["enum"])
         lines.append(f"- {name} ({kind}): {field.get('description', '')}")
-    return "\n".join(lines)
+    return "\n".join([*lines, "", GUIDE_EXAMPLES])
 
 
 def plan_request(

@@ -27,23 +27,31 @@ Uncertainty = Annotated[str, Field(min_length=1, max_length=200)]
 class Plan(BaseModel):
     """One turn's plan. ``clarification_question`` is required exactly when ``action`` is ``clarify``."""
 
+    spam_reason: str = Field(
+        default="",
+        max_length=150,
+        description=(
+            "REASONING STEP 1 - Validity: first, in a few words, what the message is about, then ' - our "
+            "product' (a request about using our product or service), ' - vague' (a request for help or a "
+            "problem report that does not say what it is about) or ' - not our product' (anything else)."
+        ),
+    )
     spam_score: float = Field(
         ge=0.0,
         le=1.0,
         description=(
-            "REASONING STEP 1 - Validity: a number from 0 to 1, how likely the message is spam, "
-            "advertising, gibberish or unrelated to our product and services (0 = a genuine support request)."
+            "REASONING STEP 1 - Validity: then a number from 0 to 1, how likely the message is spam, "
+            "advertising, gibberish or unrelated to our product and services. 0.9 or more for adverts, "
+            "gibberish and anything not about using our product: general knowledge, weather, news, sports, "
+            "recipes, jokes, poems, stories, homework, chit-chat. 0 to 0.1 for a support request, even a "
+            "vague one ('this is not right', 'please assist'): a vague request is unclear, not spam. "
+            "It is not the knowledge-base relevance: do not copy that number."
         ),
-    )
-    spam_reason: str = Field(
-        default="",
-        max_length=150,
-        description="REASONING STEP 1 - Validity: one short phrase explaining the spam score.",
     )
     user_intent: str = Field(
         min_length=1,
         max_length=300,
-        description="REASONING STEP 2 - Intent: one sentence saying what the customer wants.",
+        description="REASONING STEP 2 - Intent: one short sentence saying what the customer wants.",
     )
     topic: str = Field(
         default="",
@@ -60,18 +68,23 @@ class Plan(BaseModel):
         max_length=10,
         description=(
             "REASONING STEP 3 - Search: 1 to 10 short, distinct knowledge-base search queries "
-            "that together would answer the request."
+            "that together would answer the request (usually 1 to 3)."
         ),
     )
     action_plan: list[Step] = Field(
         default_factory=list,
         max_length=10,
-        description="REASONING STEP 4 - Plan: at most 10 ordered steps the answer should follow.",
+        description="REASONING STEP 4 - Plan: at most 10 short ordered steps the answer should follow (usually 1 to 3).",
     )
     intent_confidence: float = Field(
         ge=0.0,
         le=1.0,
-        description="REASONING STEP 5 - Confidence: a number from 0 to 1, how sure you are about the intent.",
+        description=(
+            "REASONING STEP 5 - Confidence: a number from 0 to 1, how sure you are what the customer needs. "
+            "0.3 or less when the message does not say what is wrong or what they want to do and the "
+            "conversation does not tell either ('there is a problem', 'please assist', 'what now?'); "
+            "0.9 when it names a feature, task or problem."
+        ),
     )
     uncertainties: list[Uncertainty] = Field(
         default_factory=list,
@@ -125,9 +138,18 @@ def plan_json_schema() -> dict[str, Any]:
     return copy.deepcopy(_plan_json_schema())
 
 
+# Fields the model is asked to write although validation does not insist on them. Constrained
+# decoding skips optional properties (a small model always does), and the spam score is only
+# reasoned about when its reason is written first.
+ASKED_FIELDS = frozenset({"spam_reason"})
+
+
 @functools.cache
 def _plan_json_schema() -> dict[str, Any]:
-    return Plan.model_json_schema()
+    schema = Plan.model_json_schema()
+    asked = {*schema.get("required", []), *ASKED_FIELDS}
+    schema["required"] = [name for name in schema["properties"] if name in asked]
+    return schema
 
 
 def plan_tool() -> dict[str, Any]:

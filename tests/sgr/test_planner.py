@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -55,6 +56,23 @@ def test_json_schema_transport_asks_for_the_schema_as_response_format(llm, setti
     assert "tools" not in request and "tool_choice" not in request
     assert (outcome.status, outcome.transport, outcome.tool_choice) == ("ok", "json_schema", "")
     assert outcome.plan.topic == "billing"
+
+
+def test_the_json_schema_guide_ends_with_worked_examples_and_is_the_same_prefix_every_turn(llm, settings):
+    settings.SGR_TRANSPORT = "json_schema"
+    llm.plan_args = plan_args()
+    _plan(PlanningContext(verdict=Verdict(), language="en", kb_relevance=0.9))
+    _plan(PlanningContext(verdict=Verdict(), language="ru", kb_relevance=0.05))
+    first, second = (request["messages"][0]["content"] for request in llm.chat_requests())
+    guide = schema_guide()
+    # The examples belong to the fixed part (the model server reuses it), after every field.
+    assert first.startswith(guide) and second.startswith(guide) and first != second
+    examples = guide[guide.index("Examples (message -> spam_reason, spam_score, intent_confidence, action):"):]
+    assert guide.index("- answer_language (") < guide.index(examples)
+    lines = [line for line in examples.splitlines()[1:] if line.strip()]
+    actions = [re.search(r"\d, (normal|clarify|block)\b", line) for line in lines]
+    assert all(actions) and {a.group(1) for a in actions if a} == {"normal", "clarify", "block"}
+    assert "{{" not in guide  # not a template: nothing in it is filled in per turn
 
 
 def test_a_rejected_object_tool_choice_falls_back_to_required_and_is_remembered(llm):

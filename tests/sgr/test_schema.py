@@ -69,3 +69,15 @@ def test_the_tool_schema_walks_the_model_through_ordered_reasoning_steps():
     assert steps == sorted(steps) and steps[0] == 1
     assert properties["spam_score"]["maximum"] == 1 and properties["subqueries"]["maxItems"] == 10
     assert properties["subqueries"]["items"]["maxLength"] == 200  # bounded strings for constrained decoding
+
+
+def test_the_sent_schema_asks_for_the_spam_reason_first_but_a_plan_without_it_is_valid():
+    # Constrained decoding skips optional properties: the reason is only written (before the
+    # score, so the score follows it) when the schema sent to the model requires it.
+    schema = plan_tool()["function"]["parameters"]
+    assert "spam_reason" in schema["required"] and "topic" not in schema["required"]
+    assert list(schema["properties"])[:2] == ["spam_reason", "spam_score"]
+    assert [name for name in schema["properties"] if name in schema["required"]] == schema["required"]
+    args = plan_args()
+    del args["spam_reason"]
+    assert Plan.model_validate(args).spam_reason == ""
