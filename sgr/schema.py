@@ -9,6 +9,7 @@ and a forced tool call enforces nothing at all.
 from __future__ import annotations
 
 import copy
+import re
 import functools
 from typing import Annotated, Any, Literal
 
@@ -22,6 +23,10 @@ TOOL_NAME = "analyse_user_request"
 SubQuery = Annotated[str, Field(min_length=1, max_length=200)]
 Step = Annotated[str, Field(min_length=1, max_length=300)]
 Uncertainty = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+# The verdict labels the spam reason ends with (see its description), at the end of another field.
+VERDICT_LABEL = re.compile(r"\s+[-\u2013\u2014]\s*(?:our product|vague|not our product)\s*[.!]?\s*$", re.IGNORECASE)
 
 
 class Plan(BaseModel):
@@ -108,6 +113,14 @@ class Plan(BaseModel):
         max_length=16,
         description="REASONING STEP 7 - Language: the language code the answer must be written in (e.g. en, ru).",
     )
+
+    @field_validator("user_intent")
+    @classmethod
+    def _intent_without_verdict_label(cls, value: str) -> str:
+        """The customer reads the intent: a spam reason's verdict label that a small model copied into it
+        ("embedding the widget - our product") is dropped."""
+        stripped = VERDICT_LABEL.sub("", value).strip()
+        return stripped or value
 
     @field_validator("subqueries")
     @classmethod

@@ -81,3 +81,16 @@ def test_the_sent_schema_asks_for_the_spam_reason_first_but_a_plan_without_it_is
     args = plan_args()
     del args["spam_reason"]
     assert Plan.model_validate(args).spam_reason == ""
+
+
+@pytest.mark.parametrize(("written", "kept"), [
+    ("embedding the widget - our product", "embedding the widget"),
+    ("Сброс пароля — our product.", "Сброс пароля"),
+    ("help, with no subject - vague", "help, with no subject"),
+    ("Wants to know the capital of France - Not our product", "Wants to know the capital of France"),
+    ("Compare the product-led plans", "Compare the product-led plans"),
+    ("- our product", "- our product"),  # nothing else to show: kept as written
+])
+def test_a_verdict_label_copied_into_the_intent_is_dropped(written, kept):
+    plan = Plan.model_validate(plan_args(user_intent=written))
+    assert plan.user_intent == kept
