@@ -203,6 +203,10 @@ LLM_MAX_TOKENS = env.int("LLM_MAX_TOKENS", default=512)
 # `tools`: the forced analyse_user_request function call; `json_schema`: the plan
 # as a response_format (better for small local models).
 SGR_TRANSPORT = env.str("SGR_TRANSPORT", default="tools")
+# With `json_schema`: send only the fields a small local model fills (no topic, category, action
+# plan, uncertainties or answer language; at most 3 sub-queries; the clarification question only
+# beside action `clarify`). Fewer generated tokens: ~2.4 s less per plan on the 1.5B model.
+SGR_COMPACT_SCHEMA = env.bool("SGR_COMPACT_SCHEMA", default=False)
 SGR_BLOCK_THRESHOLD = env.float("SGR_BLOCK_THRESHOLD", default=0.7)
 SGR_CLARIFY_THRESHOLD = env.float("SGR_CLARIFY_THRESHOLD", default=0.6)
 # A spam verdict is overridden when the message matches the knowledge base at

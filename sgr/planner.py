@@ -30,7 +30,7 @@ from pydantic import BaseModel, ValidationError
 from guard.verdict import Verdict
 from sgr.cache import content_cached
 from sgr.defaults import DEFAULT_SYSTEM_PROMPT, SYSTEM_PROMPT_NAME
-from sgr.schema import TOOL_NAME, Plan, plan_json_schema, plan_tool
+from sgr.schema import TOOL_NAME, Plan, plan_response_fields, plan_response_schema, plan_tool
 from sgr.strings import ui_string
 from sgr.templating import text_render, value_flatten
 
@@ -177,7 +177,7 @@ class _Caller:
 
     def call(self, messages: list[dict[str, Any]]) -> _Reply:
         if settings.SGR_TRANSPORT == "json_schema":
-            schema = {"name": TOOL_NAME, "schema": plan_json_schema()}
+            schema = {"name": TOOL_NAME, "schema": plan_response_schema(compact=settings.SGR_COMPACT_SCHEMA)}
             return self._create(**_base_kwargs(messages), response_format={"type": "json_schema", "json_schema": schema})
         kwargs = {**_base_kwargs(messages), "tools": [plan_tool()]}
         if self.tool_choice != "required" and self.endpoint not in _object_choice_unsupported:
@@ -219,18 +219,21 @@ GUIDE_EXAMPLES = """Examples (message -> spam_reason, spam_score, intent_confide
 """
 
 
-@functools.cache
 def schema_guide() -> str:
     """The plan's fields and their reasoning steps as text, for the ``json_schema`` transport.
 
     A response format constrains the output but is not shown to the model (a tool's
     parameters are), so the model reads the steps here, then a few worked examples. The text
     is the same for every turn and comes first in the prompt, so the model server reuses its
-    cached prefix.
+    cached prefix. It lists the fields of the schema sent (``SGR_COMPACT_SCHEMA``).
     """
-    schema = plan_json_schema()
+    return _schema_guide(settings.SGR_COMPACT_SCHEMA)
+
+
+@functools.cache
+def _schema_guide(compact: bool) -> str:
     lines = [f"Reply with one JSON object of {TOOL_NAME}'s fields, in this order:"]
-    for name, field in schema["properties"].items():
+    for name, field in plan_response_fields(compact=compact).items():
         kind = field.get("type") or " or ".join(str(o.get("type", o.get("const", ""))) for o in field.get("anyOf", []))
         if "enum" in field:
             kind = " | ".join(repr(v) for v in field["enum"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import pytest
@@ -10,7 +11,8 @@ import pytest
 from guard.verdict import Verdict
 from sgr.models import PromptTemplate
 from sgr.planner import PlanningContext, plan_request, schema_guide
-from sgr.schema import TOOL_NAME, Plan
+from sgr.defaults import DEFAULT_SYSTEM_PROMPT
+from sgr.schema import COMPACT_FIELDS, TOOL_NAME, Plan, plan_compact_json_schema, plan_json_schema
 from supportdesk.llm import llm_client
 from tests.llm_stub import Reply
 from tests.sgr.factories import plan_args
@@ -133,24 +135,36 @@ def test_the_system_prompt_carries_the_verdict_the_kb_relevance_and_the_clarify_
     _plan(context)
     system = llm.chat_requests()[0]["messages"][0]
     assert system["role"] == "system"
-    assert "Guardian verdict for this message: Controversial (categories: politics, elections)" in system["content"]
-    assert "Knowledge-base relevance of the message: 0.83" in system["content"]
-    assert "Which account do you mean?" in system["content"]
+    assert "Guardian verdict: Controversial (categories: politics, elections)" in system["content"]
+    assert "Knowledge-base relevance: 0.83" in system["content"]
+    assert "Previous clarifying question: Which account do you mean?" in system["content"]
     assert "Conversation language: ru" in system["content"]
     assert "{{" not in system["content"]
+
+
+def test_the_turns_values_come_last_so_two_turns_share_the_whole_fixed_prompt(llm):
+    """The model server reuses a cached prefix: everything before this message's values is the same."""
+    _plan(PlanningContext(verdict=Verdict(), language="en", kb_relevance=0.91))
+    _plan(PlanningContext(verdict=Verdict(level="Controversial", categories=["politics"]), language="ru",
+                          kb_relevance=0.05, previous_clarification="Which account?"))
+    first, second = (request["messages"][0]["content"] for request in llm.chat_requests())
+    shared = len(os.path.commonprefix([first, second]))
+    assert first[:shared].endswith("This message:\n- Guardian verdict: ")
+    assert "Spam scores of 0.70 or more block the message" in first[:shared]
+    assert len(first) - shared < 200 and "0.91" in first[shared:] and "Which account?" in second[shared:]
 
 
 def test_a_message_the_guardian_let_through_unchecked_is_not_called_safe(llm):
     # GUARD_FAIL_MODE=open: every provider failed, the message went on unscreened.
     _plan(PlanningContext(verdict=Verdict(status="failed_open", provider="qwen3guard", error="timeout"), language="en"))
     system = llm.chat_requests()[0]["messages"][0]["content"]
-    assert "Guardian verdict for this message: Unscreened (the guardian was unavailable" in system
-    assert "Guardian verdict for this message: Safe" not in system
+    assert "Guardian verdict: Unscreened (the guardian was unavailable" in system
+    assert "Guardian verdict: Safe" not in system
 
 
 def test_unknown_kb_relevance_is_said_so(llm):
     _plan()
-    assert "Knowledge-base relevance of the message: unknown" in llm.chat_requests()[0]["messages"][0]["content"]
+    assert "Knowledge-base relevance: unknown" in llm.chat_requests()[0]["messages"][0]["content"]
 
 
 def test_the_system_prompt_is_edited_in_the_database(llm):
@@ -174,3 +188,65 @@ def test_a_clarification_question_beside_another_action_is_left_out_without_a_re
     outcome = _plan()
     assert (outcome.status, outcome.calls) == ("ok", 1)
     assert outcome.plan.action == "normal" and outcome.plan.clarification_question == ""
+
+
+def _compact_args(**changes):
+    return {**{name: plan_args()[name] for name in COMPACT_FIELDS if name in plan_args()},
+            "spam_reason": "password reset - our product", **changes}
+
+
+def test_the_compact_schema_asks_only_the_fields_a_small_model_fills(llm, settings):
+    settings.SGR_TRANSPORT, settings.SGR_COMPACT_SCHEMA = "json_schema", True
+    llm.plan_args = _compact_args()
+    outcome = _plan()
+    (request,) = llm.chat_requests()
+    answered, asked = request["response_format"]["json_schema"]["schema"]["anyOf"]
+    # No question beside an answer, a question beside 'clarify', nothing else asked for.
+    assert answered["properties"]["action"]["enum"] == ["normal", "block", "guardian_block"]
+    assert "clarification_question" not in answered["properties"] and answered["additionalProperties"] is False
+    assert asked["properties"]["action"]["enum"] == ["clarify"] and asked["required"][-1] == "clarification_question"
+    assert set(answered["required"]) == set(COMPACT_FIELDS) and answered["properties"]["subqueries"]["maxItems"] == 3
+    # The guide the model reads describes the same fields, in the same order.
+    system = request["messages"][0]["content"]
+    listed = re.findall(r"^- (\w+) \(", system[: system.index("Examples")], flags=re.MULTILINE)
+    assert listed == [*COMPACT_FIELDS, "clarification_question"]
+    assert outcome.status == "ok" and outcome.plan.action == "normal" and outcome.plan.topic == ""
+
+
+def test_a_compact_clarify_plan_carries_its_question(llm, settings):
+    settings.SGR_TRANSPORT, settings.SGR_COMPACT_SCHEMA = "json_schema", True
+    llm.plan_args = _compact_args(action="clarify", intent_confidence=0.2, clarification_question="Which page?")
+    outcome = _plan()
+    assert outcome.status == "ok" and outcome.plan.clarification_question == "Which page?"
+
+
+def test_every_field_of_the_compact_schema_is_a_plan_field_with_the_plans_bounds():
+    for branch in plan_compact_json_schema()["anyOf"]:
+        for name, field in branch["properties"].items():
+            assert name in Plan.model_fields
+            full = plan_json_schema()["properties"][name]
+            assert field.get("type") == full.get("type")
+    # The full schema is not changed by building the compact one.
+    assert plan_json_schema()["properties"]["subqueries"]["maxItems"] == 10
+
+
+def test_the_seeded_planning_prompt_is_moved_to_fixed_text_first_and_an_edited_one_is_kept(db):
+    from importlib import import_module
+
+    from django.apps import apps
+
+    migration = import_module("sgr.migrations.0004_planning_prompt_fixed_first")
+    prompt = PromptTemplate.objects.get(name="sgr_system", is_active=True)
+    assert prompt.body == DEFAULT_SYSTEM_PROMPT == migration.FIXED_FIRST  # the code's default is what it seeds
+    migration.backward(apps, None)
+    prompt.refresh_from_db()
+    assert prompt.body == migration.SEEDED and prompt.versions().filter(body=migration.SEEDED).exists()
+    migration.forward(apps, None)
+    prompt.refresh_from_db()
+    assert prompt.body == migration.FIXED_FIRST and prompt.versions().count() >= 3  # every body kept
+    prompt.body = "Plan. {{ guardian_level }}"
+    prompt.save()
+    migration.forward(apps, None)
+    migration.backward(apps, None)
+    prompt.refresh_from_db()
+    assert prompt.body == "Plan. {{ guardian_level }}"  # staff's own text is never replaced
