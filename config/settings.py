@@ -209,7 +209,7 @@ SGR_TRANSPORT = env.str("SGR_TRANSPORT", default="tools")
 SGR_COMPACT_SCHEMA = env.bool("SGR_COMPACT_SCHEMA", default=False)
 SGR_BLOCK_THRESHOLD = env.float("SGR_BLOCK_THRESHOLD", default=0.7)
 SGR_CLARIFY_THRESHOLD = env.float("SGR_CLARIFY_THRESHOLD", default=0.6)
-# A spam verdict is overridden when the message matches the knowledge base at
+# A spam verdict or a low intent confidence is overridden when the message matches the knowledge base at
 # least this well (retrieval confidence, 0..1); unknown relevance never overrides.
 SGR_KB_RELEVANCE_EXCEPTION = env.bool("SGR_KB_RELEVANCE_EXCEPTION", default=True)
 SGR_KB_RELEVANCE_HIGH = env.float("SGR_KB_RELEVANCE_HIGH", default=0.7)
@@ -302,7 +302,7 @@ RETRIEVAL_HNSW_EF_SEARCH = env.int("RETRIEVAL_HNSW_EF_SEARCH", default=200)
 # How the hybrid fuses its two retrievers: `score` (relative score fusion, weighted by
 # RETRIEVAL_TEXT_WEIGHT) or `rrf` (reciprocal rank fusion with RETRIEVAL_RRF_K).
 RETRIEVAL_FUSION = env.str("RETRIEVAL_FUSION", default="score")
-RETRIEVAL_TEXT_WEIGHT = env.float("RETRIEVAL_TEXT_WEIGHT", default=0.5)
+RETRIEVAL_TEXT_WEIGHT = env.float("RETRIEVAL_TEXT_WEIGHT", default=0.45)
 if RETRIEVAL_FUSION not in ("score", "rrf"):
     raise ImproperlyConfigured(f"RETRIEVAL_FUSION must be one of score, rrf, not {RETRIEVAL_FUSION!r}")
 if not 0.0 <= RETRIEVAL_TEXT_WEIGHT <= 1.0:
@@ -314,7 +314,7 @@ RETRIEVAL_RERANK_MODEL = env.str("RETRIEVAL_RERANK_MODEL", default="")
 RETRIEVAL_RERANK_API_KEY = env.str("RETRIEVAL_RERANK_API_KEY", default="")
 RETRIEVAL_RERANK_TIMEOUT = env.float("RETRIEVAL_RERANK_TIMEOUT", default=5.0)
 # Calibrated relevance (0..1) at or above which a hit counts as likely relevant.
-RETRIEVAL_CONFIDENCE_THRESHOLD = env.float("RETRIEVAL_CONFIDENCE_THRESHOLD", default=0.5)
+RETRIEVAL_CONFIDENCE_THRESHOLD = env.float("RETRIEVAL_CONFIDENCE_THRESHOLD", default=0.45)
 # Logistic calibration of the embedder's cosine similarity (see retrieval/confidence.py).
 RETRIEVAL_CONFIDENCE_MIDPOINT = env.float("RETRIEVAL_CONFIDENCE_MIDPOINT", default=0.0)
 RETRIEVAL_CONFIDENCE_SLOPE = env.float("RETRIEVAL_CONFIDENCE_SLOPE", default=0.0)
@@ -340,11 +340,15 @@ MODEL_STARTING_POLL = env.float("MODEL_STARTING_POLL", default=3.0)
 # Search the plan's sub-queries before the answering model starts and put the numbered results
 # in its prompt (supportdesk/pipeline/answer/prefetch.py); false: the model searches only with its tool.
 ANSWER_PREFETCH = env.bool("ANSWER_PREFETCH", default=True)
+# An answer that cites nothing gets as its source the one searched article holding at least this
+# share of its words (supportdesk/pipeline/answer/attribution.py); false: only the model's own [n].
+ANSWER_ATTRIBUTE_UNCITED = env.bool("ANSWER_ATTRIBUTE_UNCITED", default=True)
+ANSWER_ATTRIBUTION_MIN_SHARE = env.float("ANSWER_ATTRIBUTION_MIN_SHARE", default=0.45)
 # Streamed text arriving within this many ms of the last token event joins the next one (0: one event per chunk).
 ANSWER_TOKEN_BATCH_MS = env.float("ANSWER_TOKEN_BATCH_MS", default=150.0)
 # Retrieval relevance (0..1) at or above which the customer sees high / medium confidence.
 ANSWER_CONFIDENCE_HIGH = env.float("ANSWER_CONFIDENCE_HIGH", default=0.8)
-ANSWER_CONFIDENCE_MEDIUM = env.float("ANSWER_CONFIDENCE_MEDIUM", default=0.5)
+ANSWER_CONFIDENCE_MEDIUM = env.float("ANSWER_CONFIDENCE_MEDIUM", default=0.45)
 # Customer messages accepted per conversation / per client IP in a rolling minute (0: no limit).
 RATE_LIMIT_CONVERSATION_PER_MINUTE = env.int("RATE_LIMIT_CONVERSATION_PER_MINUTE", default=20)
 RATE_LIMIT_IP_PER_MINUTE = env.int("RATE_LIMIT_IP_PER_MINUTE", default=120)

@@ -152,3 +152,26 @@ def test_a_retried_answer_stage_gets_its_prefetched_articles_again(kb):
     answer = _answer_event(Turn.objects.get(pk=turn.pk))
     assert answer["sources"] and answer["sources"][0]["number"] == 1 and "[1]" in answer["text"]
     assert QueryTrace.objects.filter(turn_id=turn.pk).count() == 2  # both attempts' searches are kept
+
+
+def test_an_answer_from_an_article_without_any_number_names_that_article(kb):
+    """A small model answers from the articles and forgets [n]: the article holding the answer is its source."""
+    turn = _answer(kb, Reply(content="To reset your password, click Forgot password on the sign-in page. "
+                                     "The reset link is valid for 30 minutes."))
+    answer = _answer_event(turn)
+    shown = {title.strip(): int(n) for n, title in HEADER.findall(kb.chat_requests()[0]["messages"][-1]["content"])}
+    assert [s["title"] for s in answer["sources"]] == ["Password reset"]
+    assert turn.answer_result["attributed_citations"] == [shown["Password reset"]]
+    assert "attributed_citations" not in answer  # the customer sees a source, staff see how it was found
+    assert not any("source" in limit.lower() for limit in answer["limitations"])
+
+
+def test_an_answer_from_elsewhere_or_with_its_own_numbers_gets_no_named_source(kb, settings):
+    unrelated = _answer(kb, Reply(content="Paris is the capital of France, famous for its museums."))
+    assert _answer_event(unrelated)["sources"] == [] and unrelated.answer_result["attributed_citations"] == []
+    cited = _answer(kb, Reply(content="Change the account email under Profile [2]. To reset your password, "
+                                      "click Forgot password on the sign-in page."))
+    assert cited.answer_result["attributed_citations"] == []  # the model's own numbers stand alone
+    settings.ANSWER_ATTRIBUTE_UNCITED = False
+    off = _answer(kb, Reply(content="To reset your password, click Forgot password on the sign-in page."))
+    assert _answer_event(off)["sources"] == [] and off.answer_result["attributed_citations"] == []

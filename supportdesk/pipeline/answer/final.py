@@ -9,6 +9,7 @@ from django.conf import settings
 from pydantic import BaseModel, Field
 
 from sgr.strings import ui_string
+from supportdesk.pipeline.answer.attribution import attribution_best
 from supportdesk.pipeline.answer.kb import KbResult, KbSource
 
 CITATION = re.compile(r"\[(\d{1,3})\]")
@@ -24,6 +25,7 @@ class FinalAnswer(BaseModel):
     limitations: list[str] = Field(default_factory=list)
     follow_ups: list[str] = Field(default_factory=list, max_length=3)
     invalid_citations: list[int] = Field(default_factory=list)
+    attributed_citations: list[int] = Field(default_factory=list)  # named by word overlap, not by the model
 
 
 def confidence_level(score: float | None) -> ConfidenceLevel:
@@ -54,6 +56,12 @@ def final_answer_build(
             cited.setdefault(number, known[number])
         elif number not in invalid:
             invalid.append(number)
+    attributed: list[int] = []
+    if not cited and settings.ANSWER_ATTRIBUTE_UNCITED:
+        texts = {n: body for result in searches for n, body in result.texts.items() if n in known}
+        best = attribution_best(text=text, articles=texts, min_share=settings.ANSWER_ATTRIBUTION_MIN_SHARE)
+        if best is not None:
+            cited, attributed = {best: known[best]}, [best]
     clean = SPACED_CITATION.sub(lambda m: m.group(0) if int(m.group(1)) in known else "", text).strip()
     scores = [r.confidence for r in searches if r.confidence is not None]
     score = max(scores) if scores else None
@@ -78,4 +86,5 @@ def final_answer_build(
         limitations=limitations,
         follow_ups=follow_ups[:3],
         invalid_citations=invalid,
+        attributed_citations=attributed,
     )

@@ -53,6 +53,8 @@ class KbResult(BaseModel):
     likely_relevant: bool = False
     trace_id: int | None = None
     error: str = ""
+    # What the model read of each article, by number (supportdesk.pipeline.answer.attribution); not stored.
+    texts: dict[int, str] = Field(default_factory=dict, exclude=True)
 
 
 def kb_tool() -> dict[str, Any]:
@@ -82,9 +84,9 @@ def kb_search(*, query: str | list[str], turn_id: int, language: str, numbered_a
     except Exception as exc:  # a broken index must not fail the turn: the model answers without it
         logger.exception("search_kb failed for turn %s", turn_id)
         return KbResult(query=joined, queries=queries, error=f"{type(exc).__name__}: {exc}")
-    excerpts = {article.number: article.text for article in result.articles}
+    texts = {article.number: article.text for article in result.articles}
     sources = [
-        KbSource(number=s.number, title=s.title, url=s.url or "", excerpt=excerpt_of(excerpts.get(s.number, "")),
+        KbSource(number=s.number, title=s.title, url=s.url or "", excerpt=excerpt_of(texts.get(s.number, "")),
                  document_id=s.document_id)
         for s in result.sources
     ]
@@ -97,6 +99,7 @@ def kb_search(*, query: str | list[str], turn_id: int, language: str, numbered_a
         likely_relevant=result.confidence.likely_relevant,
         trace_id=result.trace_id,
         error=result.error,  # retrieval's own failures come back as an empty result with the reason
+        texts=texts,
     )
 
 

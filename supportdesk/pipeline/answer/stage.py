@@ -158,7 +158,7 @@ def agent_diagnostics(outcome: AgentOutcome) -> dict[str, Any]:
 
 def answer_save(*, turn: Turn, final: FinalAnswer, diagnostics: dict[str, Any]) -> None:
     """Store the answer message and the structured answer, emit citations and the answer, end the turn."""
-    public = {**final.model_dump(exclude={"confidence_score", "invalid_citations"}), "html": answer_html(final.text),
+    public = {**final.model_dump(exclude={"confidence_score", "invalid_citations", "attributed_citations"}), "html": answer_html(final.text),
               # The labels around this answer, in its language (it may differ from the widget's).
               "language": turn.language,
               "strings": {key: ui_string(key, turn.language) for key in ANSWER_LABEL_KEYS}}
