@@ -17,22 +17,26 @@ class RoutingDecision(BaseModel):
 
 
 def route(*, plan: Plan, verdict: Verdict, kb_relevance: float | None) -> RoutingDecision:
-    """First match wins: guardian Unsafe -> spam (unless the KB knows the topic) -> low confidence -> normal.
+    """First match wins: guardian Unsafe -> spam -> low confidence -> normal; the spam and the low-confidence
+    rows do not apply when the knowledge base knows the topic.
 
     The KB-relevance exception follows the product rule that letting a little spam
     through is better than blocking one valid request: a message that matches the
-    knowledge base well is not blocked on the model's spam score alone.
+    knowledge base well is not blocked on the model's spam score alone, and not asked
+    to clarify on the model's doubt alone (the answer cites what the match found; a
+    small local model doubts plain questions: 4 of 50 in the answer evaluation).
     """
     final: Action
     if verdict.level == "Unsafe":
         final, rule = "guardian_block", "guardian_unsafe"
     elif plan.spam_score >= settings.SGR_BLOCK_THRESHOLD and not _kb_vouches(kb_relevance):
         final, rule = "block", "spam_score"
-    elif plan.intent_confidence < settings.SGR_CLARIFY_THRESHOLD:
+    elif plan.intent_confidence < settings.SGR_CLARIFY_THRESHOLD and not _kb_vouches(kb_relevance):
         final, rule = "clarify", "low_confidence"
     else:
-        spam_excused = plan.spam_score >= settings.SGR_BLOCK_THRESHOLD
-        final, rule = "normal", "kb_relevance_exception" if spam_excused else "default"
+        excused = (plan.spam_score >= settings.SGR_BLOCK_THRESHOLD
+                   or plan.intent_confidence < settings.SGR_CLARIFY_THRESHOLD)
+        final, rule = "normal", "kb_relevance_exception" if excused else "default"
     return RoutingDecision(model_action=plan.action, final_action=final, rule=rule, overridden=final != plan.action)
 
 

@@ -23,9 +23,13 @@ UNSAFE = Verdict(level="Unsafe", categories=["violence"])
         (SAFE, {"spam_score": 0.9}, 0.2, "block", "spam_score"),
         # ... unless the knowledge base knows the topic well (the exception), then the next rows apply.
         (SAFE, {"spam_score": 0.9}, 0.85, "normal", "kb_relevance_exception"),
-        (SAFE, {"spam_score": 0.9, "intent_confidence": 0.3}, 0.85, "clarify", "low_confidence"),
+        (SAFE, {"spam_score": 0.9, "intent_confidence": 0.3}, 0.85, "normal", "kb_relevance_exception"),
+        (SAFE, {"spam_score": 0.9, "intent_confidence": 0.3}, 0.5, "block", "spam_score"),
         # Row 3: low intent confidence asks to clarify; spam just below the threshold does not block.
         (SAFE, {"spam_score": 0.69, "intent_confidence": 0.59}, None, "clarify", "low_confidence"),
+        # ... unless the knowledge base knows the topic well: the model's doubt alone asks nothing.
+        (SAFE, {"intent_confidence": 0.3}, 0.85, "normal", "kb_relevance_exception"),
+        (SAFE, {"intent_confidence": 0.3}, 0.69, "clarify", "low_confidence"),
         # Row 4: otherwise normal (confidence exactly at the threshold is enough).
         (SAFE, {"intent_confidence": 0.6}, None, "normal", "default"),
         (Verdict(level="Controversial"), {}, None, "normal", "default"),

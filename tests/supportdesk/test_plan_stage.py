@@ -72,7 +72,7 @@ def test_the_kb_relevance_reaches_the_prompt_and_excuses_a_spam_score(llm, monke
     plan_stage_run(turn=turn)
     record = PlanRecord.objects.get(turn=turn)
     assert (record.kb_relevance, record.final_action, record.routing_rule) == (0.91, "normal", "kb_relevance_exception")
-    assert "relevance of the message: 0.91" in llm.chat_requests()[0]["messages"][0]["content"]
+    assert "Knowledge-base relevance: 0.91" in llm.chat_requests()[0]["messages"][0]["content"]
 
 
 def test_a_failing_kb_signal_means_unknown_not_a_failed_turn(llm, monkeypatch):
@@ -85,7 +85,7 @@ def test_a_failing_kb_signal_means_unknown_not_a_failed_turn(llm, monkeypatch):
     plan_stage_run(turn=turn)
     record = PlanRecord.objects.get(turn=turn)
     assert record.kb_relevance is None and record.final_action == "block"
-    assert "relevance of the message: unknown" in llm.chat_requests()[0]["messages"][0]["content"]
+    assert "Knowledge-base relevance: unknown" in llm.chat_requests()[0]["messages"][0]["content"]
 
 
 def test_a_retried_task_does_not_call_the_model_again(llm, monkeypatch):
@@ -123,7 +123,7 @@ def test_the_clarify_follow_up_is_planned_with_the_question_and_linked(llm):
     plan_stage_run(turn=second)
     request = llm.chat_requests()[1]
     system, *history = request["messages"]
-    assert "previous clarifying question asked to this customer: Which of your two accounts?" in system["content"]
+    assert "Previous clarifying question: Which of your two accounts?" in system["content"]
     assert history[0] == {"role": "user", "content": "It does not work"}
     assert history[1]["role"] == "assistant" and "Which of your two accounts?" in history[1]["content"]
     assert history[-1] == {"role": "user", "content": "The business one"}
