@@ -145,14 +145,14 @@ def _timed(make: Callable[[], Any], outcome: AgentOutcome) -> Iterator[Any]:
     The stage gives back its database connection and CPU slot for every wait (``supportdesk.waiting``).
     """
     began = time.monotonic()
-    with model_wait():
+    with model_wait(urgent=outcome.first_token_ms is None):  # the customer waits for the first token
         stream = make()
     outcome.llm_wait_ms += (time.monotonic() - began) * 1000
     iterator = iter(stream)
     while True:
         began = time.monotonic()
         try:
-            with model_wait():
+            with model_wait(urgent=outcome.first_token_ms is None):
                 chunk = next(iterator)
         except StopIteration:
             outcome.llm_wait_ms += (time.monotonic() - began) * 1000
