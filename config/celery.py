@@ -77,7 +77,7 @@ def worker_db_connections_persist(sender: Any = None, **kwargs: Any) -> None:
     if shared:
         from supportdesk.waiting import cpu_slots_configure
 
-        cpu_slots_configure(settings.WORKER_CPU_SLOTS)
+        cpu_slots_configure(settings.WORKER_CPU_SLOTS, settings.WORKER_CPU_ORDER)
 
     def connections_tidy(**_: Any) -> None:
         close_old_connections()

@@ -169,8 +169,10 @@ WORKER_DB_POOL_MIN_SIZE = env.int("WORKER_DB_POOL_MIN_SIZE", default=2)
 WORKER_DB_POOL_MAX_SIZE = env.int("WORKER_DB_POOL_MAX_SIZE", default=10)
 WORKER_DB_POOL_TIMEOUT = env.float("WORKER_DB_POOL_TIMEOUT", default=30.0)
 # Stages of a threads worker process that run at once between their model waits (0: no limit);
-# the others wait for a slot, those coming back from the model first (supportdesk.waiting).
+# the others wait for a slot, the oldest turn first ("turn") or those coming back from the model
+# first ("resume") (supportdesk.waiting).
 WORKER_CPU_SLOTS = env.int("WORKER_CPU_SLOTS", default=2)
+WORKER_CPU_ORDER = env.str("WORKER_CPU_ORDER", default="turn")
 # Hard and soft limits per stage task, seconds.
 CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=300)
 CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=240)

@@ -10,9 +10,17 @@ waiting on the model. Two things are held only while a stage works:
   PostgreSQL session);
 - **a CPU slot**: at most ``WORKER_CPU_SLOTS`` stages of a process run Python at
   once. More would only queue on the interpreter lock, where a thread woken by a
-  streamed token waits behind every busy one (hundreds of ms under a burst). A
-  stage coming back from the model goes before a stage that is only starting, so
-  answers already streaming keep flowing while new turns wait their turn.
+  streamed token waits behind every busy one (hundreds of ms under a burst). Who
+  gets a free slot is ``WORKER_CPU_ORDER``:
+
+  - ``turn`` (default): the oldest turn first (turn ids grow in arrival order),
+    whether its stage is starting or coming back from the model, except that a
+    stream whose first token is not shown yet goes before everything (time to
+    first token). Under a burst the early turns finish early, instead of all
+    turns advancing together and finishing late together (a slot shared fairly
+    is processor sharing: every turn's end waits for nearly all the burst's CPU);
+  - ``resume``: stages coming back from the model before stages starting, each
+    class in the order it asked.
 
 Outside a pool (prefork workers keep one connection per process) and without slots
 (web processes, tests calling stages directly) this does nothing, and it never
@@ -21,6 +29,8 @@ touches a connection inside a transaction.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -45,55 +55,86 @@ def db_connection_release() -> None:
             connection.close()
 
 
+class _Waiter:
+    """A thread queued for a slot; ``granted`` is set (under the slots' lock) when one is handed to it."""
+
+    __slots__ = ("granted", "wake")
+
+    def __init__(self, lock: threading.Lock) -> None:
+        self.granted = False
+        self.wake = threading.Condition(lock)
+
+
 class CpuSlots:
-    """A semaphore with two queues: stages resuming after a model wait go before stages starting."""
+    """A semaphore whose free slot goes to the waiter with the smallest key (see the module's docstring).
 
-    def __init__(self, size: int) -> None:
+    A released slot is handed straight to that waiter, so a thread arriving later can never take it
+    first; waiters with equal keys are served in the order they asked.
+    """
+
+    ORDERS = ("turn", "resume")
+
+    def __init__(self, size: int, *, order: str = "turn") -> None:
+        if order not in self.ORDERS:
+            raise ValueError(f"WORKER_CPU_ORDER must be one of {self.ORDERS}, not {order!r}")
         self._free = size
+        self._order = order
         self._lock = threading.Lock()
-        self._resuming = threading.Condition(self._lock)
-        self._starting = threading.Condition(self._lock)
-        self._waiting = {True: 0, False: 0}  # resume? -> threads waiting
+        self._queue: list[tuple[tuple[int, int], int, _Waiter]] = []  # a heap: (key, arrival, waiter)
+        self._arrivals = itertools.count()
 
-    def acquire(self, *, resume: bool) -> None:
+    def key(self, *, resume: bool, turn: int | None, urgent: bool) -> tuple[int, int]:
+        """The waiter's place: smaller goes first."""
+        if self._order == "resume":
+            return (0 if resume else 1, 0)
+        return (0 if urgent else 1, turn if turn is not None else -1)
+
+    def acquire(self, *, resume: bool, turn: int | None = None, urgent: bool = False) -> None:
+        """Take a slot; ``turn``: the stage's turn id, ``urgent``: a stream not yet shown (see ``key``)."""
         with self._lock:
-            queue = self._resuming if resume else self._starting
-            self._waiting[resume] += 1
-            try:
-                while not (self._free > 0 and (resume or not self._waiting[True])):
-                    queue.wait()
-            finally:
-                self._waiting[resume] -= 1
-            self._free -= 1
+            if self._free > 0 and not self._queue:
+                self._free -= 1
+                return
+            waiter = _Waiter(self._lock)
+            heapq.heappush(self._queue, (self.key(resume=resume, turn=turn, urgent=urgent), next(self._arrivals), waiter))
+            while not waiter.granted:
+                waiter.wake.wait()
 
     def release(self) -> None:
         with self._lock:
-            self._free += 1
-            if self._waiting[True]:
-                self._resuming.notify()
-            elif self._waiting[False]:
-                self._starting.notify()
+            if self._queue:  # handed over: the slot never becomes free in between
+                _, _, waiter = heapq.heappop(self._queue)
+                waiter.granted = True
+                waiter.wake.notify()
+            else:
+                self._free += 1
+
+    def waiting(self) -> int:
+        """Threads queued for a slot now."""
+        with self._lock:
+            return len(self._queue)
 
 
 _slots: CpuSlots | None = None
 _holding = threading.local()
 
 
-def cpu_slots_configure(size: int) -> None:
-    """Limit this process to ``size`` working stages at once (0: no limit). Called once by a worker at start."""
+def cpu_slots_configure(size: int, order: str = "turn") -> None:
+    """Limit this process to ``size`` working stages at once (0: no limit), handed out by ``order``
+    (``WORKER_CPU_ORDER``). Called once by a worker at start."""
     global _slots
-    _slots = CpuSlots(size) if size > 0 else None
+    _slots = CpuSlots(size, order=order) if size > 0 else None
 
 
 @contextmanager
-def stage_working() -> Iterator[None]:
-    """Hold a CPU slot for a stage's run (queued behind stages coming back from the model)."""
+def stage_working(*, turn: int | None = None) -> Iterator[None]:
+    """Hold a CPU slot for a stage's run of turn ``turn`` (queued by ``WORKER_CPU_ORDER``)."""
     slots = _slots
     if slots is None:
         yield
         return
-    slots.acquire(resume=False)
-    _holding.slot = True
+    slots.acquire(resume=False, turn=turn)
+    _holding.slot, _holding.turn = True, turn
     try:
         yield
     finally:
@@ -102,8 +143,12 @@ def stage_working() -> Iterator[None]:
 
 
 @contextmanager
-def model_wait() -> Iterator[None]:
-    """Around a wait on the model: give back the connection and the CPU slot, take a slot again after."""
+def model_wait(*, urgent: bool = False) -> Iterator[None]:
+    """Around a wait on the model: give back the connection and the CPU slot, take a slot again after.
+
+    ``urgent``: what comes back is a stream's first text, shown to a customer who waits for it
+    (it goes before every other stage when ``WORKER_CPU_ORDER`` is ``turn``).
+    """
     db_connection_release()
     slots = _slots
     if slots is None or not getattr(_holding, "slot", False):
@@ -113,4 +158,4 @@ def model_wait() -> Iterator[None]:
     try:
         yield
     finally:
-        slots.acquire(resume=True)
+        slots.acquire(resume=True, turn=getattr(_holding, "turn", None), urgent=urgent)

@@ -43,7 +43,7 @@ TRANSIENT_ERRORS = (
 def stage_execute(task: Task, turn_id: int, stage: str, run: Callable[..., None]) -> None:
     model_gate(task, stage)  # the local model still starting: back to the queue, the turn waits
     try:
-        with stage_working(), content_generation_pinned():  # templates and strings: one snapshot per stage
+        with stage_working(turn=turn_id), content_generation_pinned():  # templates and strings: one snapshot per stage
             stage_run_guarded(task, turn_id, stage, run)
     except DATABASE_BUSY as exc:
         # The turn keeps its status (the customer sees it queued, or at its stage); stages are

@@ -107,6 +107,58 @@ def test_bad_tool_arguments_and_unknown_tools_are_answered_not_fatal(llm):
     assert turn.diagnostics["answer"]["searches"] == []
 
 
+def _sse(*chunks: object) -> str:
+    return "".join(f"data: {json.dumps(chunk)}\n\n" for chunk in chunks) + "data: [DONE]\n\n"
+
+
+def test_streamed_chunks_are_read_as_the_server_sent_them(llm):
+    """The agent reads the chunks' JSON through the openai client: text, a tool call in pieces (no index
+    on the first, as some servers send it), usage; anything not shaped like a chunk is passed over."""
+    from supportdesk.llm import llm_client
+    from supportdesk.pipeline.answer.agent import agent_run
+
+    delta = lambda **d: {"choices": [{"index": 0, "delta": d, "finish_reason": None}]}  # noqa: E731
+    llm.push(
+        Reply(raw_body=_sse(
+            delta(role="assistant", tool_calls=[{"id": "call_a", "function": {"name": "search_kb", "arguments": ""}}]),
+            delta(tool_calls=[{"index": 0, "function": {"arguments": '{"query": '}}]),
+            [1, 2], "a string", {"choices": ["not a choice"]}, {"choices": []},
+            delta(tool_calls=[{"index": 0, "function": {"arguments": '"refunds"}'}}]),
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+            {"choices": [], "usage": {"prompt_tokens": 40, "completion_tokens": 3}},
+        )),
+        Reply(raw_body=_sse(
+            delta(role="assistant", content="Refunds take "), delta(content="five days."),
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 60, "completion_tokens": 4}},
+        )),
+    )
+    searched: list[str] = []
+    shown: list[str] = []
+
+    def search(*, query: str, turn_id: int, language: str) -> KbResult:
+        searched.append(query)
+        return _kb(query, 0.9, 1)
+
+    outcome = agent_run(client=llm_client(), messages=[{"role": "user", "content": "refunds?"}], turn_id=1,
+                        language="en", on_token=shown.append, search=search)
+    assert searched == ["refunds"]
+    assert "".join(shown) == outcome.text == "Refunds take five days."
+    assert (outcome.rounds, outcome.llm_calls) == (1, 2)
+    assert (outcome.prompt_tokens, outcome.completion_tokens) == (100, 7)
+    call = llm.chat_requests()[1]["messages"][-2]["tool_calls"][0]
+    assert call["id"] == "call_a" and call["function"] == {"name": "search_kb", "arguments": '{"query": "refunds"}'}
+
+
+def test_a_stream_cut_before_its_finish_reason_is_an_interruption(llm):
+    from supportdesk.llm import LLMStreamInterrupted, llm_client
+    from supportdesk.pipeline.answer.agent import agent_run
+
+    llm.push(Reply(raw_body="data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": "Half"}}]}) + "\n\n"))
+    with pytest.raises(LLMStreamInterrupted):
+        agent_run(client=llm_client(), messages=[{"role": "user", "content": "hi"}], turn_id=1, language="en",
+                  on_token=lambda text: None)
+
+
 def test_uncited_answers_get_low_confidence_and_a_localized_limitation(llm):
     llm.plan_args = plan_args()
     turn = turn_make(language="ru", text="Как сбросить пароль?")

@@ -1,10 +1,14 @@
-"""CPU slots of a threads worker: bounded work, unbounded waiting, stages back from the model first."""
+"""CPU slots of a threads worker: bounded work, unbounded waiting, handed out by WORKER_CPU_ORDER."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 
-from supportdesk.waiting import CpuSlots
+import pytest
+
+from supportdesk import waiting
+from supportdesk.waiting import CpuSlots, cpu_slots_configure, model_wait, stage_working
 
 
 def _started(target, *args) -> threading.Thread:
@@ -13,30 +17,112 @@ def _started(target, *args) -> threading.Thread:
     return thread
 
 
-def test_a_stage_back_from_the_model_gets_the_next_slot_before_a_stage_that_is_starting():
-    slots = CpuSlots(1)
-    slots.acquire(resume=False)  # one stage works
-    order: list[str] = []
-    waiting = threading.Semaphore(0)
+def _queued(slots: CpuSlots, count: int) -> None:
+    """Wait until ``count`` threads are queued for a slot."""
+    for _ in range(5000):
+        if slots.waiting() >= count:
+            return
+        threading.Event().wait(0.001)
+    raise AssertionError(f"{count} threads never queued")
 
-    def take(name: str, resume: bool) -> None:
-        waiting.release()
-        slots.acquire(resume=resume)
+
+def _served_in_order(slots: CpuSlots, asks: list[tuple[str, dict]]) -> list[str]:
+    """One slot, held; each ask queues in turn (after the one before it); the order they are served."""
+    slots.acquire(resume=False)
+    order: list[str] = []
+
+    def take(name: str, ask: dict) -> None:
+        slots.acquire(**ask)
         order.append(name)
         slots.release()
 
-    starting = _started(take, "starting", False)
-    waiting.acquire()
-    while not slots._waiting[False]:  # the starter is queued before the resumer arrives
-        threading.Event().wait(0.001)
-    resuming = _started(take, "resuming", True)
-    waiting.acquire()
-    while not slots._waiting[True]:
-        threading.Event().wait(0.001)
+    threads = []
+    for number, (name, ask) in enumerate(asks, start=1):
+        threads.append(_started(take, name, ask))
+        _queued(slots, number)
     slots.release()
-    starting.join(5)
-    resuming.join(5)
+    for thread in threads:
+        thread.join(5)
+    return order
+
+
+def test_resume_order_a_stage_back_from_the_model_goes_before_a_stage_that_is_starting():
+    order = _served_in_order(CpuSlots(1, order="resume"), [
+        ("starting", {"resume": False, "turn": 1}),
+        ("resuming", {"resume": True, "turn": 9}),
+    ])
     assert order == ["resuming", "starting"]
+
+
+def test_turn_order_the_oldest_turn_goes_first_whether_starting_or_resuming():
+    order = _served_in_order(CpuSlots(1, order="turn"), [
+        ("turn 5 starting", {"resume": False, "turn": 5}),
+        ("turn 9 resuming", {"resume": True, "turn": 9}),
+        ("turn 3 starting", {"resume": False, "turn": 3}),
+        ("turn 7 resuming", {"resume": True, "turn": 7}),
+    ])
+    assert order == ["turn 3 starting", "turn 5 starting", "turn 7 resuming", "turn 9 resuming"]
+
+
+def test_turn_order_a_stream_whose_first_token_waits_goes_before_older_turns():
+    order = _served_in_order(CpuSlots(1, order="turn"), [
+        ("turn 2 starting", {"resume": False, "turn": 2}),
+        ("turn 8 first token", {"resume": True, "turn": 8, "urgent": True}),
+        ("turn 1 resuming", {"resume": True, "turn": 1}),
+    ])
+    assert order == ["turn 8 first token", "turn 1 resuming", "turn 2 starting"]
+
+
+def test_a_released_slot_is_handed_over_not_left_for_a_newcomer():
+    slots = CpuSlots(1, order="turn")
+    order = _served_in_order(slots, [("queued", {"resume": False, "turn": 50})])
+    assert order == ["queued"]
+    slots.acquire(resume=False, turn=1)  # the slot came back: free again, no one queued
+    assert slots.waiting() == 0
+    slots.release()
+
+
+def test_an_unknown_order_fails_fast():
+    with pytest.raises(ValueError, match="WORKER_CPU_ORDER"):
+        CpuSlots(2, order="random")
+
+
+@pytest.fixture
+def one_slot() -> Iterator[CpuSlots]:
+    cpu_slots_configure(1, "turn")
+    assert waiting._slots is not None
+    yield waiting._slots
+    cpu_slots_configure(0)
+
+
+def test_a_stage_back_from_the_model_queues_with_its_own_turn(one_slot):
+    """stage_working(turn=...) and model_wait() together: the stage of turn 9 that waited on the model
+    comes back behind a newer stage of the older turn 5."""
+    order: list[str] = []
+    in_model_wait, model_answered = threading.Event(), threading.Event()
+
+    def stage_of_turn_9() -> None:
+        with stage_working(turn=9):
+            with model_wait():
+                in_model_wait.set()
+                model_answered.wait(5)
+            order.append("turn 9 resumed")
+
+    def stage_of(turn: int) -> None:
+        with stage_working(turn=turn):
+            order.append(f"turn {turn} started")
+
+    nine = _started(stage_of_turn_9)
+    assert in_model_wait.wait(5)  # its slot is free meanwhile
+    one_slot.acquire(resume=False, turn=0)  # someone else works
+    model_answered.set()
+    _queued(one_slot, 1)  # turn 9, back from the model
+    five = _started(stage_of, 5)
+    _queued(one_slot, 2)
+    one_slot.release()
+    nine.join(5)
+    five.join(5)
+    assert order == ["turn 5 started", "turn 9 resumed"]
 
 
 def test_no_more_stages_work_at_once_than_there_are_slots():
@@ -44,9 +130,9 @@ def test_no_more_stages_work_at_once_than_there_are_slots():
     inside, most = 0, 0
     lock = threading.Lock()
 
-    def work() -> None:
+    def work(turn: int) -> None:
         nonlocal inside, most
-        slots.acquire(resume=False)
+        slots.acquire(resume=False, turn=turn)
         with lock:
             inside += 1
             most = max(most, inside)
@@ -55,7 +141,7 @@ def test_no_more_stages_work_at_once_than_there_are_slots():
             inside -= 1
         slots.release()
 
-    threads = [_started(work) for _ in range(12)]
+    threads = [_started(work, turn) for turn in range(12)]
     for thread in threads:
         thread.join(10)
     assert most == 2 and inside == 0
