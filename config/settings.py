@@ -304,7 +304,7 @@ RETRIEVAL_HNSW_EF_SEARCH = env.int("RETRIEVAL_HNSW_EF_SEARCH", default=200)
 # How the hybrid fuses its two retrievers: `score` (relative score fusion, weighted by
 # RETRIEVAL_TEXT_WEIGHT) or `rrf` (reciprocal rank fusion with RETRIEVAL_RRF_K).
 RETRIEVAL_FUSION = env.str("RETRIEVAL_FUSION", default="score")
-RETRIEVAL_TEXT_WEIGHT = env.float("RETRIEVAL_TEXT_WEIGHT", default=0.45)
+RETRIEVAL_TEXT_WEIGHT = env.float("RETRIEVAL_TEXT_WEIGHT", default=0.5)
 if RETRIEVAL_FUSION not in ("score", "rrf"):
     raise ImproperlyConfigured(f"RETRIEVAL_FUSION must be one of score, rrf, not {RETRIEVAL_FUSION!r}")
 if not 0.0 <= RETRIEVAL_TEXT_WEIGHT <= 1.0:
@@ -316,7 +316,7 @@ RETRIEVAL_RERANK_MODEL = env.str("RETRIEVAL_RERANK_MODEL", default="")
 RETRIEVAL_RERANK_API_KEY = env.str("RETRIEVAL_RERANK_API_KEY", default="")
 RETRIEVAL_RERANK_TIMEOUT = env.float("RETRIEVAL_RERANK_TIMEOUT", default=5.0)
 # Calibrated relevance (0..1) at or above which a hit counts as likely relevant.
-RETRIEVAL_CONFIDENCE_THRESHOLD = env.float("RETRIEVAL_CONFIDENCE_THRESHOLD", default=0.45)
+RETRIEVAL_CONFIDENCE_THRESHOLD = env.float("RETRIEVAL_CONFIDENCE_THRESHOLD", default=0.5)
 # Logistic calibration of the embedder's cosine similarity (see retrieval/confidence.py).
 RETRIEVAL_CONFIDENCE_MIDPOINT = env.float("RETRIEVAL_CONFIDENCE_MIDPOINT", default=0.0)
 RETRIEVAL_CONFIDENCE_SLOPE = env.float("RETRIEVAL_CONFIDENCE_SLOPE", default=0.0)

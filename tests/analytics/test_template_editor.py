@@ -115,10 +115,11 @@ def test_version_diff_lines() -> None:
 
 def test_change_form_lists_versions_and_offers_rollback(staff_client: Client) -> None:
     prompt = PromptTemplate.objects.get(is_active=True)
+    seeded = prompt.version
     prompt.body = prompt.body + "\nBe brief."
     prompt.save()
     page = staff_client.get(reverse("admin:sgr_prompttemplate_change", args=[prompt.pk])).content.decode()
-    assert "v2 (current)" in page and "Roll back to v1" in page and 'id="sd-preview"' in page
+    assert f"v{seeded + 1} (current)" in page and f"Roll back to v{seeded}" in page and 'id="sd-preview"' in page
 
 
 def test_completeness_check_names_each_missing_action_and_language(staff_client: Client) -> None:
