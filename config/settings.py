@@ -169,10 +169,11 @@ WORKER_DB_POOL_MIN_SIZE = env.int("WORKER_DB_POOL_MIN_SIZE", default=2)
 WORKER_DB_POOL_MAX_SIZE = env.int("WORKER_DB_POOL_MAX_SIZE", default=10)
 WORKER_DB_POOL_TIMEOUT = env.float("WORKER_DB_POOL_TIMEOUT", default=30.0)
 # Stages of a threads worker process that run at once between their model waits (0: no limit);
-# the others wait for a slot, the oldest turn first ("turn") or those coming back from the model
-# first ("resume") (supportdesk.waiting).
+# the others wait for a slot: stages starting first, then those back from the model, each the oldest
+# turn first ("start"); the oldest turn first either way ("turn"); or those coming back from the
+# model first ("resume") (supportdesk.waiting).
 WORKER_CPU_SLOTS = env.int("WORKER_CPU_SLOTS", default=2)
-WORKER_CPU_ORDER = env.str("WORKER_CPU_ORDER", default="turn")
+WORKER_CPU_ORDER = env.str("WORKER_CPU_ORDER", default="start")
 # Hard and soft limits per stage task, seconds.
 CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=300)
 CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=240)

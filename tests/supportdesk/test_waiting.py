@@ -73,6 +73,21 @@ def test_turn_order_a_stream_whose_first_token_waits_goes_before_older_turns():
     assert order == ["turn 8 first token", "turn 1 resuming", "turn 2 starting"]
 
 
+def test_start_order_stages_starting_go_before_stages_back_from_the_model_each_oldest_turn_first():
+    order = _served_in_order(CpuSlots(1, order="start"), [
+        ("turn 5 resuming", {"resume": True, "turn": 5}),
+        ("turn 9 starting", {"resume": False, "turn": 9}),
+        ("turn 2 resuming", {"resume": True, "turn": 2}),
+        ("turn 7 first token", {"resume": True, "turn": 7, "urgent": True}),
+        ("turn 4 starting", {"resume": False, "turn": 4}),
+    ])
+    assert order == ["turn 7 first token", "turn 4 starting", "turn 9 starting", "turn 2 resuming", "turn 5 resuming"]
+
+
+def test_the_default_order_is_start(settings):
+    assert settings.WORKER_CPU_ORDER == "start"
+
+
 def test_a_released_slot_is_handed_over_not_left_for_a_newcomer():
     slots = CpuSlots(1, order="turn")
     order = _served_in_order(slots, [("queued", {"resume": False, "turn": 50})])
