@@ -28,7 +28,9 @@ def guard_check_record(
         "verdict": verdict.model_dump(mode="json"),
     }
     with transaction.atomic(savepoint=False):
-        check = None if turn_id is None else GuardCheck.objects.filter(turn_id=turn_id, kind=verdict.kind).first()
+        # No ORDER BY: one check per turn and kind (the default ordering costs CPU on every screening).
+        found = [] if turn_id is None else GuardCheck.objects.filter(turn_id=turn_id, kind=verdict.kind).order_by()[:1]
+        check = next(iter(found), None)
         if check is None:  # the usual case: one INSERT (update_or_create costs two savepoints and a lock)
             return GuardCheck.objects.create(turn_id=turn_id, kind=verdict.kind, **fields)
         for name, value in fields.items():  # a rerun of the stage: the check is updated, not repeated

@@ -15,7 +15,8 @@ from sgr.routing import RoutingDecision
 
 
 def plan_record_get(*, turn_id: int) -> PlanRecord | None:
-    return PlanRecord.objects.filter(turn_id=turn_id).first()
+    # One record per turn: no ORDER BY (the model's default ordering costs CPU on every stage).
+    return next(iter(PlanRecord.objects.filter(turn_id=turn_id).order_by()[:1]), None)
 
 
 def plan_record_planner_save(

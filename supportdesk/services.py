@@ -114,7 +114,8 @@ def turn_lock_unfinished(*, turn: Turn) -> bool:
     """Lock the turn's row for the current transaction; False when it has already ended (a second
     copy of its stage, sent again by turn recovery, finished it first): the caller must not end it
     again. So a turn ends exactly once, whatever runs twice."""
-    status = Turn.objects.select_for_update().filter(pk=turn.pk).values_list("status", flat=True).first()
+    locked = Turn.objects.select_for_update().filter(pk=turn.pk).order_by().values_list("status", flat=True)[:1]
+    status = next(iter(locked), None)
     return status is not None and status not in Turn.TERMINAL
 
 

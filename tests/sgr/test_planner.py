@@ -125,6 +125,17 @@ def test_a_failed_repair_uses_the_deterministic_fallback(llm):
     assert any(e.startswith("repair:") and "clarification_question" in e for e in outcome.errors)
 
 
+@pytest.mark.parametrize("body", ['{"choices": []}', '{"choices": [{"message": null}]}', '[1, 2]',
+                                  '{"choices": [{"message": {"tool_calls": [{"function": "x"}]}}], "usage": 5}'])
+def test_a_reply_of_another_shape_reads_as_empty_and_ends_in_the_fallback(llm, settings, body):
+    settings.SGR_TRANSPORT = "json_schema"  # the reply is read as the server's JSON, not as pydantic objects
+    llm.push(Reply(raw_body=body), Reply(raw_body=body))
+    outcome = _plan()
+    assert len(llm.chat_requests()) == 2  # one repair, never more
+    assert outcome.status == "fallback" and outcome.raw_arguments == ""
+    assert outcome.plan.subqueries == ["How do I reset my password?"]
+
+
 def test_the_system_prompt_carries_the_verdict_the_kb_relevance_and_the_clarify_context(llm):
     context = PlanningContext(
         verdict=Verdict(level="Controversial", categories=["politics", "elections"]),
