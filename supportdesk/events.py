@@ -3,9 +3,9 @@
 Every event a customer can see goes through :func:`turn_event_emit`, so a widget
 that reconnects can replay exactly what it missed from the database.
 
-Pushing is asynchronous but ordered: each process sends a conversation's events
-to the channel layer in the order they were committed (conversations side by
-side), without making the stage wait on Redis. Across processes a later event
+Pushing is asynchronous but ordered: each process sends its events to the
+channel layer in the order they were committed, in batches from one thread,
+without making the stage wait on Redis. Across processes a later event
 may overtake an earlier one, and a push may be lost; the consumer fills any gap
 in the sequence from the database (``supportdesk.consumers``), so a customer
 still gets every event once, in order. :func:`turn_events_flush` waits for this
@@ -24,7 +24,11 @@ import threading
 from collections import deque
 from typing import Any
 
-from channels.layers import get_channel_layer
+import redis
+from channels.layers import DEFAULT_CHANNEL_LAYER, get_channel_layer
+from channels_redis.pubsub import RedisPubSubChannelLayer
+from channels_redis.utils import _consistent_hash, decode_hosts
+from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -83,77 +87,112 @@ def turn_events_flush(*, conversation_id: int | None = None, timeout: float = BR
 
 
 class _Broadcaster:
-    """An event loop thread that sends queued frames to the channel layer: in order within a
-    conversation, conversations side by side (a worker running hundreds of turns at once must not
-    queue one customer's tokens behind everyone else's).
+    """A thread that sends the frames committed in this process to the channel layer, in the order
+    they were committed (so in order within each conversation), everything queued meanwhile in one
+    batch: under a burst of hundreds of turns one Redis round trip carries many customers' events.
 
-    One per process (recreated after a fork: Celery's prefork children get their own),
-    so the channel layer's Redis connections are reused (``async_to_sync`` would open one
-    per call).
+    One per process (recreated after a fork: Celery's prefork children get their own).
     """
-
-    MAX_SENDS = 64  # group_sends in flight at once
 
     def __init__(self) -> None:
         self.pid = os.getpid()
-        self.loop = asyncio.new_event_loop()
-        self._pending: dict[int, int] = {}  # conversation -> frames not yet sent (any thread, under _idle)
-        self._idle = threading.Condition()
-        self._waiting: dict[int, deque[tuple[str, dict[str, Any]]]] = {}  # loop thread only
-        self._sends: asyncio.Semaphore | None = None
-        ready = threading.Event()
-        threading.Thread(target=self._run, args=(ready,), name="turn-event-broadcast", daemon=True).start()
-        ready.wait()
-
-    def _run(self, ready: threading.Event) -> None:
-        asyncio.set_event_loop(self.loop)
-        self._sends = asyncio.Semaphore(self.MAX_SENDS)
-        ready.set()
-        self.loop.run_forever()
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)  # a conversation's frames all sent (flush)
+        self._wake = threading.Condition(self._lock)  # frames to send (the sender thread)
+        self._queue: deque[tuple[int, str, dict[str, Any]]] = deque()
+        self._pending: dict[int, int] = {}  # conversation -> frames queued or being sent
+        self._publisher = _publisher()
+        threading.Thread(target=self._run, name="turn-event-broadcast", daemon=True).start()
 
     def send(self, conversation_id: int, group: str, frame: dict[str, Any]) -> None:
-        with self._idle:
+        with self._lock:
             self._pending[conversation_id] = self._pending.get(conversation_id, 0) + 1
-        self.loop.call_soon_threadsafe(self._enqueue, conversation_id, group, frame)
+            self._queue.append((conversation_id, group, frame))
+            self._wake.notify()
 
     def flush(self, conversation_id: int | None, timeout: float) -> bool:
         def sent() -> bool:
             return not self._pending if conversation_id is None else conversation_id not in self._pending
 
-        with self._idle:
+        with self._lock:
             return self._idle.wait_for(sent, timeout)
 
-    def _enqueue(self, conversation_id: int, group: str, frame: dict[str, Any]) -> None:
-        waiting = self._waiting.get(conversation_id)
-        if waiting is not None:  # that conversation's sender is running: it takes this one next
-            waiting.append((group, frame))
-            return
-        self._waiting[conversation_id] = deque([(group, frame)])
-        self.loop.create_task(self._send_in_order(conversation_id))
-
-    async def _send_in_order(self, conversation_id: int) -> None:
-        waiting = self._waiting[conversation_id]
-        assert self._sends is not None
-        while waiting:
-            group, frame = waiting[0]  # stays queued while it is sent, so later frames wait behind it
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while not self._queue:
+                    self._wake.wait()
+                batch = list(self._queue)
+                self._queue.clear()
             try:
-                layer = get_channel_layer()
-                if layer is not None:  # no channel layer configured: events are still stored
-                    async with self._sends:
-                        message = {"type": "turn.event", "frame": frame}
-                        await asyncio.wait_for(layer.group_send(group, message), BROADCAST_TIMEOUT)
-            except Exception:  # stored all the same: a client gets it on its next (re)connect
-                logger.exception("could not push event seq %s to %s", frame.get("seq"), group)
-            finally:
-                waiting.popleft()
-                with self._idle:
+                if self._publisher is not None:  # no channel layer configured: events are still stored
+                    self._publisher.publish([(group, {"type": "turn.event", "frame": frame}) for _, group, frame in batch])
+            except Exception:  # stored all the same: a client gets them on its next (re)connect, or fills the gap
+                logger.exception("could not push event seq %s (%d in the batch)", batch[0][2].get("seq"), len(batch))
+            with self._lock:
+                for conversation_id, _, _ in batch:
                     left = self._pending[conversation_id] - 1
                     if left:
                         self._pending[conversation_id] = left
                     else:
                         del self._pending[conversation_id]
-                    self._idle.notify_all()
-        del self._waiting[conversation_id]
+                self._idle.notify_all()
+
+
+class _PubSubPublisher:
+    """Group messages of channels_redis's pub/sub layer (the default, ``CHANNEL_LAYER=pubsub``) published
+    from a plain thread: one pipelined round trip per batch and per Redis shard, instead of an asyncio
+    task, a lock and a round trip per event (~10 % of a stage worker's CPU under a burst,
+    docs/benchmarks.md). The channel names, shard choice and serialization are the layer's own."""
+
+    def __init__(self, layer: Any, config: dict[str, Any]) -> None:
+        self._prefix = config.get("prefix", "asgi")
+        self._serialize = layer.serialize
+        self._clients = []
+        for host in decode_hosts(config.get("hosts")):
+            options = {key: value for key, value in host.items() if key != "address"}
+            options.setdefault("socket_timeout", BROADCAST_TIMEOUT)
+            self._clients.append(redis.Redis.from_url(host["address"], **options))
+
+    def publish(self, messages: list[tuple[str, dict[str, Any]]]) -> None:
+        pipelines: dict[int, Any] = {}
+        for group, message in messages:
+            channel = f"{self._prefix}__group__{group}"  # RedisPubSubLoopLayer._get_group_channel_name
+            shard = _consistent_hash(channel, len(self._clients))
+            if shard not in pipelines:
+                pipelines[shard] = self._clients[shard].pipeline(transaction=False)
+            pipelines[shard].publish(channel, self._serialize(message))
+        for pipeline in pipelines.values():
+            pipeline.execute()
+
+
+class _LoopPublisher:
+    """Any other channel layer: its own ``group_send``, one after another on this thread's event loop
+    (one loop, so the layer's Redis connections are reused)."""
+
+    def __init__(self, layer: Any) -> None:
+        self._layer = layer
+        self._loop = asyncio.new_event_loop()
+
+    def publish(self, messages: list[tuple[str, dict[str, Any]]]) -> None:
+        async def send_all() -> None:
+            for group, message in messages:
+                try:
+                    await asyncio.wait_for(self._layer.group_send(group, message), BROADCAST_TIMEOUT)
+                except Exception:
+                    logger.exception("could not push event seq %s to %s", message["frame"].get("seq"), group)
+
+        self._loop.run_until_complete(send_all())
+
+
+def _publisher() -> _PubSubPublisher | _LoopPublisher | None:
+    layer = get_channel_layer()
+    if layer is None:
+        return None
+    config = settings.CHANNEL_LAYERS.get(DEFAULT_CHANNEL_LAYER, {})
+    if isinstance(layer, RedisPubSubChannelLayer) and all("address" in h for h in decode_hosts(config.get("CONFIG", {}).get("hosts"))):
+        return _PubSubPublisher(layer, config.get("CONFIG", {}))
+    return _LoopPublisher(layer)
 
 
 _current: _Broadcaster | None = None
@@ -163,7 +202,7 @@ _lock = threading.Lock()
 def _broadcaster() -> _Broadcaster:
     global _current
     with _lock:
-        if _current is None or _current.pid != os.getpid() or _current.loop.is_closed():
+        if _current is None or _current.pid != os.getpid():
             _current = _Broadcaster()
         return _current
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 from collections.abc import Iterator
@@ -12,7 +11,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
-from supportdesk.events import turn_event_emit, turn_events_flush
+from supportdesk.events import _PubSubPublisher, turn_event_emit, turn_events_flush
 from supportdesk.models import Turn, TurnEvent
 from supportdesk.pipeline.submit import message_receive
 from supportdesk.services import conversation_create, turn_diagnostics_merge
@@ -30,14 +29,12 @@ class GatedSends(list):
 def slow_layer(monkeypatch: pytest.MonkeyPatch) -> Iterator[GatedSends]:
     sent = GatedSends()
     sent.gate = threading.Event()
-    layer = get_channel_layer()
 
-    async def group_send(group: str, message: dict[str, Any]) -> None:
-        while not sent.gate.is_set():
-            await asyncio.sleep(0.01)
-        sent.append((group, message["frame"]["seq"]))
+    def publish(self: _PubSubPublisher, messages: list[tuple[str, dict[str, Any]]]) -> None:
+        sent.gate.wait(10)
+        sent.extend((group, message["frame"]["seq"]) for group, message in messages)
 
-    monkeypatch.setattr(layer, "group_send", group_send)
+    monkeypatch.setattr(_PubSubPublisher, "publish", publish)
     yield sent
     sent.gate.set()  # never leave the broadcast thread waiting
     turn_events_flush(timeout=5)
@@ -72,13 +69,12 @@ class HeldPushes(list):
 @pytest.fixture
 def held_pushes(monkeypatch: pytest.MonkeyPatch) -> HeldPushes:
     held = HeldPushes()
-    layer = get_channel_layer()
-    held.real_send = layer.group_send
+    held.real_send = get_channel_layer().group_send  # the layer's own (async) send, as another process would
 
-    async def hold(group: str, message: dict[str, Any]) -> None:
-        held.append((group, message))
+    def hold(self: _PubSubPublisher, messages: list[tuple[str, dict[str, Any]]]) -> None:
+        held.extend(messages)
 
-    monkeypatch.setattr(layer, "group_send", hold)
+    monkeypatch.setattr(_PubSubPublisher, "publish", hold)
     return held
 
 
@@ -114,12 +110,10 @@ def test_pushes_that_arrive_out_of_order_reach_the_customer_once_in_order(no_enq
 
 
 def test_a_failing_push_loses_no_event_and_does_not_fail_the_stage(no_enqueue, monkeypatch, caplog):
-    layer = get_channel_layer()
-
-    async def broken(group: str, message: dict[str, Any]) -> None:
+    def broken(self: _PubSubPublisher, messages: list[tuple[str, dict[str, Any]]]) -> None:
         raise ConnectionError("redis is down")
 
-    monkeypatch.setattr(layer, "group_send", broken)
+    monkeypatch.setattr(_PubSubPublisher, "publish", broken)
     turn = message_receive(conversation=conversation_create().conversation, text="hello")
     with caplog.at_level(logging.ERROR, logger="supportdesk.events"):
         event = turn_event_emit(turn=turn, type="status", payload={"status": "planning"})
@@ -142,3 +136,32 @@ def test_diagnostics_merge_keeps_what_other_stages_wrote(no_enqueue):
     turn_diagnostics_merge(turn_id=turn.pk, path=("stages", "answer"), value={"latency_ms": 4.0})
     assert Turn.objects.get(pk=turn.pk).diagnostics == {"stages": {"answer": {"latency_ms": 4.0}}}
     turn_diagnostics_merge(turn_id=10**9, path=("answer",), value={})  # an unknown turn: nothing happens
+
+
+def test_events_of_many_conversations_go_out_in_batches_and_reach_each_customer_in_order(
+        no_enqueue, ws_client, monkeypatch):
+    batches: list[int] = []
+    emitted = threading.Event()
+    real_publish = _PubSubPublisher.publish
+
+    def counted(self: _PubSubPublisher, messages: list[tuple[str, dict[str, Any]]]) -> None:
+        emitted.wait(10)  # the first batch is held until every event is queued
+        batches.append(len(messages))
+        real_publish(self, messages)  # the real pipelined PUBLISH, read by the consumers' async layer
+
+    monkeypatch.setattr(_PubSubPublisher, "publish", counted)
+    conversations = [conversation_create() for _ in range(3)]
+    clients = [ws_client(_path(created)) for created in conversations]
+    assert all(client.connect()[0] for client in clients)
+    turns = [message_receive(conversation=created.conversation, text="hello") for created in conversations]
+    for number in range(20):
+        for turn in turns:
+            turn_event_emit(turn=turn, type="token", payload={"text": f"t{number}"})
+    emitted.set()
+    assert turn_events_flush(timeout=5)
+    for client in clients:
+        frames = [client.receive(timeout=5) for _ in range(21)]
+        assert [f["seq"] for f in frames] == list(range(1, 22))
+        assert [f["payload"]["text"] for f in frames[1:]] == [f"t{n}" for n in range(20)]
+        assert client.receive_nothing(0.3)
+    assert sum(batches) == 63 and len(batches) <= 4  # what was queued meanwhile went out in one round trip
