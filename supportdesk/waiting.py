@@ -84,6 +84,9 @@ class CpuSlots:
         if order not in self.ORDERS:
             raise ValueError(f"WORKER_CPU_ORDER must be one of {self.ORDERS}, not {order!r}")
         self._free = size
+        # One more slot, for a stream's first token only: its work is a few ms (store the event,
+        # push it) and it must not wait for a busy slot to come free (time to first token).
+        self._spare = 1
         self._order = order
         self._lock = threading.Lock()
         self._queue: list[tuple[tuple[int, int], int, _Waiter]] = []  # a heap: (key, arrival, waiter)
@@ -98,20 +101,29 @@ class CpuSlots:
             return (0 if urgent else 2 if resume else 1, turn_key)
         return (0 if urgent else 1, turn_key)
 
-    def acquire(self, *, resume: bool, turn: int | None = None, urgent: bool = False) -> None:
-        """Take a slot; ``turn``: the stage's turn id, ``urgent``: a stream not yet shown (see ``key``)."""
+    def acquire(self, *, resume: bool, turn: int | None = None, urgent: bool = False) -> bool:
+        """Take a slot; ``turn``: the stage's turn id, ``urgent``: a stream not yet shown (see ``key``).
+
+        True when an urgent stage took the spare slot: give it back with ``release(spare=True)``.
+        """
         with self._lock:
             if self._free > 0 and not self._queue:
                 self._free -= 1
-                return
+                return False
+            if urgent and self._spare > 0:
+                self._spare -= 1
+                return True
             waiter = _Waiter(self._lock)
             heapq.heappush(self._queue, (self.key(resume=resume, turn=turn, urgent=urgent), next(self._arrivals), waiter))
             while not waiter.granted:
                 waiter.wake.wait()
+            return False
 
-    def release(self) -> None:
+    def release(self, *, spare: bool = False) -> None:
         with self._lock:
-            if self._queue:  # handed over: the slot never becomes free in between
+            if spare:
+                self._spare += 1
+            elif self._queue:  # handed over: the slot never becomes free in between
                 _, _, waiter = heapq.heappop(self._queue)
                 waiter.granted = True
                 waiter.wake.notify()
@@ -143,12 +155,12 @@ def stage_working(*, turn: int | None = None) -> Iterator[None]:
         yield
         return
     slots.acquire(resume=False, turn=turn)
-    _holding.slot, _holding.turn = True, turn
+    _holding.slot, _holding.turn, _holding.spare = True, turn, False
     try:
         yield
     finally:
         _holding.slot = False
-        slots.release()
+        slots.release(spare=_holding.spare)
 
 
 @contextmanager
@@ -163,8 +175,9 @@ def model_wait(*, urgent: bool = False) -> Iterator[None]:
     if slots is None or not getattr(_holding, "slot", False):
         yield
         return
-    slots.release()
+    slots.release(spare=_holding.spare)
+    _holding.spare = False
     try:
         yield
     finally:
-        slots.acquire(resume=True, turn=getattr(_holding, "turn", None), urgent=urgent)
+        _holding.spare = slots.acquire(resume=True, turn=getattr(_holding, "turn", None), urgent=urgent)

@@ -27,8 +27,10 @@ def _queued(slots: CpuSlots, count: int) -> None:
 
 
 def _served_in_order(slots: CpuSlots, asks: list[tuple[str, dict]]) -> list[str]:
-    """One slot, held; each ask queues in turn (after the one before it); the order they are served."""
+    """One slot, held (and the first token's spare slot); each ask queues in turn (after the one before
+    it); the order they are served."""
     slots.acquire(resume=False)
+    assert slots.acquire(resume=True, urgent=True)  # the spare
     order: list[str] = []
 
     def take(name: str, ask: dict) -> None:
@@ -43,6 +45,7 @@ def _served_in_order(slots: CpuSlots, asks: list[tuple[str, dict]]) -> list[str]
     slots.release()
     for thread in threads:
         thread.join(5)
+    slots.release(spare=True)
     return order
 
 
@@ -95,6 +98,47 @@ def test_a_released_slot_is_handed_over_not_left_for_a_newcomer():
     slots.acquire(resume=False, turn=1)  # the slot came back: free again, no one queued
     assert slots.waiting() == 0
     slots.release()
+
+
+def test_a_first_token_takes_the_spare_slot_instead_of_waiting_for_a_busy_one():
+    slots = CpuSlots(1, order="start")
+    slots.acquire(resume=False, turn=1)  # a stage works
+    assert slots.acquire(resume=True, turn=9, urgent=True) is True  # at once, on the spare
+    second: list[bool] = []
+    thread = _started(lambda: second.append(slots.acquire(resume=True, turn=8, urgent=True)))
+    _queued(slots, 1)  # one spare only: the next first token queues (first in line)
+    slots.release(spare=True)  # the spare came back: a later first token would take it ...
+    assert slots.acquire(resume=True, turn=7, urgent=True) is True
+    slots.release(spare=True)
+    slots.release()  # ... and the busy slot goes to the queued one
+    thread.join(5)
+    assert second == [False] and slots.waiting() == 0
+    slots.release()
+
+
+def test_model_wait_brings_a_first_token_back_on_the_spare_and_hands_it_back_at_the_next_wait(one_slot):
+    seen: list[int] = []
+    waiting_on_model, other_works = threading.Event(), threading.Event()
+
+    def streaming_stage() -> None:
+        with stage_working(turn=5):
+            with model_wait(urgent=True):  # the request: the slot goes to another stage meanwhile
+                waiting_on_model.set()
+                other_works.wait(5)
+            seen.append(one_slot._spare)  # back at once, on the spare
+            with model_wait(urgent=False):  # the next chunk: the spare is given back
+                seen.append(one_slot._spare)
+            seen.append(-1)  # back on a normal slot
+
+    thread = _started(streaming_stage)
+    assert waiting_on_model.wait(5)
+    one_slot.acquire(resume=False, turn=0)  # another stage takes the only slot
+    other_works.set()
+    _queued(one_slot, 1)  # the stream, after its first token, waits for a normal slot
+    assert seen == [0, 1]
+    one_slot.release()
+    thread.join(5)
+    assert seen == [0, 1, -1] and one_slot.waiting() == 0 and one_slot._spare == 1
 
 
 def test_an_unknown_order_fails_fast():

@@ -162,20 +162,23 @@ def _timed(make: Callable[[], Any], outcome: AgentOutcome) -> Iterator[Any]:
 
     The stage gives back its database connection and CPU slot for every wait (``supportdesk.waiting``).
     """
-    began = time.monotonic()
     with model_wait(urgent=outcome.first_token_ms is None):  # the customer waits for the first token
+        began = time.monotonic()
         stream = make()
-    outcome.llm_wait_ms += (time.monotonic() - began) * 1000
+        outcome.llm_wait_ms += (time.monotonic() - began) * 1000
     iterator = iter(stream)
     while True:
-        began = time.monotonic()
+        # Only the time blocked on the model counts as waiting on it: the wait for a CPU slot
+        # afterwards (model_wait's exit) is the platform's.
         try:
             with model_wait(urgent=outcome.first_token_ms is None):
-                chunk = next(iterator)
+                began = time.monotonic()
+                try:
+                    chunk = next(iterator)
+                finally:
+                    outcome.llm_wait_ms += (time.monotonic() - began) * 1000
         except StopIteration:
-            outcome.llm_wait_ms += (time.monotonic() - began) * 1000
             return
-        outcome.llm_wait_ms += (time.monotonic() - began) * 1000
         yield chunk
 
 
