@@ -33,6 +33,9 @@ def turns_before(*, turn: Turn) -> list[Turn]:
     earlier = (
         Turn.objects.filter(conversation_id=turn.conversation_id, created_at__lt=turn.created_at)
         .select_related("user_message", "answer_message", "plan_record")
+        # What the history and the clarify follow-up read: the joined rows are wide (JSON columns).
+        .only("created_at", "plan_result", "user_message__text", "answer_message__text",
+              "plan_record__context_synthetic", "plan_record__final_action", "plan_record__plan")
         .order_by()
     )
     return sorted(earlier, key=lambda past: (past.created_at, past.pk))
