@@ -22,7 +22,8 @@ staff upload of about N chunks is ingested by the ingest worker.
 Reported:
 - platform overhead per turn: wall time at the client (message sent -> ``done``)
   minus the time the worker spent waiting on the LLM (the planner's call latency
-  plus the answer agent's time blocked on the stream), p50/p95;
+  plus the answer agent's time blocked on the stream, not its wait for a CPU slot
+  after it), p50/p95; and the wall time itself;
 - time to first token at the client minus time to first token at the LLM (when
   the stub wrote the first answer chunk), p50/p95: the streaming path
   (openai client -> event row -> Redis group -> consumer -> websocket);
@@ -205,7 +206,7 @@ async def wave(base: str, tag: str, count: int, on_go: Any = None) -> list[dict[
 def measure(results: list[dict[str, Any]], stub: StubProcess, answer_text: str,
             sessions: ConnectionSampler | None = None) -> dict[str, Any]:
     first_chunk = stub.first_chunks()
-    overheads, ttft_gaps, hops = [], [], []
+    overheads, ttft_gaps, hops, walls = [], [], [], []
     ttft_worker, ttft_delivery = [], []  # the TTFT gap split at the stored token event
     wall_offset = time.time() - time.monotonic()  # CLOCK_MONOTONIC is system-wide: the stub's compare
     stage_ms: dict[str, list[float]] = {}
@@ -217,6 +218,7 @@ def measure(results: list[dict[str, Any]], stub: StubProcess, answer_text: str,
         answer = (turn.diagnostics or {}).get("answer") or {}
         llm_ms = (record.latency_ms or 0.0) + float(answer.get("llm_wait_ms") or 0.0)
         overheads.append((r["done"] - r["sent"]) * 1000 - llm_ms)
+        walls.append((r["done"] - r["sent"]) * 1000)
         stages = (turn.diagnostics or {}).get("stages") or {}
         for name, figures in stages.items():
             stage_ms.setdefault(name, []).append(float(figures["latency_ms"]))
@@ -238,7 +240,7 @@ def measure(results: list[dict[str, Any]], stub: StubProcess, answer_text: str,
         wrong_text += tokens.strip() != answer_text or turn.status != "done"
     span = max(r["done"] for r in results) - min(r["sent"] for r in results)
     return {"turns": len(results), "per_minute": len(results) / span * 60 if span > 0 else float("nan"),
-            "sessions": sessions.peaks() if sessions else None, "overhead": overheads, "hops": hops, "stage_ms": stage_ms, "gaps": gaps, "ttft_worker": ttft_worker,
+            "sessions": sessions.peaks() if sessions else None, "overhead": overheads, "wall": walls, "hops": hops, "stage_ms": stage_ms, "gaps": gaps, "ttft_worker": ttft_worker,
             "ttft_delivery": ttft_delivery, "ttft_gap": ttft_gaps, "dropped": dropped,
             "duplicated": duplicated, "wrong_text": wrong_text}
 
@@ -258,6 +260,8 @@ def report(name: str, m: dict[str, Any]) -> None:
     sessions = "" if m["sessions"] is None else (
         f"  most database sessions at once: {m['sessions'][0]} (workers {m['sessions'][1]})")
     print(f"{'':<24} turns completed per minute: {m['per_minute']:.0f}{sessions}")
+    # The whole turn at the client, whatever the stages count as waiting on the model.
+    print(f"{'':<24} turn wall ms (sent -> done) p50={pct(m['wall'], .5):.1f} p95={pct(m['wall'], .95):.1f}")
     if m.get("cpu_ms"):
         print(f"{'':<24} CPU ms per turn: " + "  ".join(f"{name}={ms:.1f}" for name, ms in m["cpu_ms"].items()))
     stages = "  ".join(f"{name} p50={pct(v, .5):.1f}" for name, v in sorted(m["stage_ms"].items()))
