@@ -166,7 +166,8 @@ def _reply(completion: object) -> _Reply:
         c["function"] for c in message.get("tool_calls") or []
         if isinstance(c, dict) and isinstance(c.get("function"), dict) and c["function"].get("name") == TOOL_NAME
     ]
-    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    usage = data.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
     return _Reply(
         raw=str(calls[0].get("arguments") or "") if calls else str(message.get("content") or ""),
         tool_called=bool(calls),

@@ -189,9 +189,10 @@ def _publisher() -> _PubSubPublisher | _LoopPublisher | None:
     layer = get_channel_layer()
     if layer is None:
         return None
-    config = settings.CHANNEL_LAYERS.get(DEFAULT_CHANNEL_LAYER, {})
-    if isinstance(layer, RedisPubSubChannelLayer) and all("address" in h for h in decode_hosts(config.get("CONFIG", {}).get("hosts"))):
-        return _PubSubPublisher(layer, config.get("CONFIG", {}))
+    layers: dict[str, dict[str, Any]] = settings.CHANNEL_LAYERS
+    config: dict[str, Any] = layers.get(DEFAULT_CHANNEL_LAYER, {}).get("CONFIG") or {}
+    if isinstance(layer, RedisPubSubChannelLayer) and all("address" in h for h in decode_hosts(config.get("hosts"))):
+        return _PubSubPublisher(layer, config)
     return _LoopPublisher(layer)
 
 
