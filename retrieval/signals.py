@@ -23,7 +23,7 @@ def kb_relevance(*, text: str, language: str) -> float | None:
     from retrieval.search import chunk_search_hybrid
 
     if not text.strip():
-        return None  # an empty knowledge base: no hits below
+        return None
     try:
         hits = chunk_search_hybrid(text, k=1, mode="vector", language=language, rerank=False)
     except ImproperlyConfigured:
@@ -33,6 +33,6 @@ def kb_relevance(*, text: str, language: str) -> float | None:
     except Exception:  # a planning signal must never break the turn
         logger.exception("kb_relevance: search failed")
         return None
-    if not hits:
+    if not hits:  # an empty knowledge base among others
         return None
     return round(relevance(hits[0].vector_score), 4)

@@ -137,6 +137,33 @@ def test_the_clarify_follow_up_is_planned_with_the_question_and_linked(llm):
     assert PlanRecord.objects.get(turn=third).clarify_parent is None
 
 
+def test_the_history_is_read_in_one_query_oldest_first_with_every_part_the_model_sees(llm):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from supportdesk.models import Message
+    from supportdesk.selectors import context_history, turn_plan_record, turns_before
+
+    llm.plan_args = plan_args(intent_confidence=0.3, action="clarify", clarification_question="Which account?")
+    first = turn_make(text="It does not work")
+    plan_stage_run(turn=first)
+    llm.plan_args = plan_args()
+    second = turn_make(text="The business one", conversation=first.conversation)
+    plan_stage_run(turn=second)
+    answer = Message.objects.create(conversation=first.conversation, role=Message.Role.ASSISTANT, text="Done [1].")
+    Turn.objects.filter(pk=second.pk).update(answer_message=answer, created_at=first.created_at)  # same instant
+    third = turn_make(text="Thanks", conversation=first.conversation)
+    with CaptureQueriesContext(connection) as queries:
+        earlier = turns_before(turn=third)
+        history = context_history(turn=third, earlier=earlier)
+        previous = turn_plan_record(earlier[-1])
+        assert previous is not None and previous.final_action == "normal" and previous.plan["user_intent"]
+    assert len(queries.captured_queries) == 1  # no deferred column read one by one
+    assert [t.pk for t in earlier] == [first.pk, second.pk]  # equal times: by id
+    assert [m["content"] for m in history if m["role"] == "user"] == ["It does not work", "The business one"]
+    assert "Which account?" in history[1]["content"] and history[-1] == {"role": "assistant", "content": "Done [1]."}
+
+
 def test_a_malformed_guard_result_is_read_tolerantly(llm):
     turn = turn_make()
     turn.guard_result = {"level": "Unsafe", "categories": ["fraud"], "status": "new-status", "score": 0.9}
