@@ -165,3 +165,26 @@ def test_events_of_many_conversations_go_out_in_batches_and_reach_each_customer_
         assert [f["payload"]["text"] for f in frames[1:]] == [f"t{n}" for n in range(20)]
         assert client.receive_nothing(0.3)
     assert sum(batches) == 63 and len(batches) <= 4  # what was queued meanwhile went out in one round trip
+
+
+def test_the_pub_sub_layer_gets_the_pipelined_publisher_and_another_layer_its_own_group_send(settings):
+    from channels_redis.core import RedisChannelLayer
+
+    from supportdesk.events import _LoopPublisher, _publisher
+
+    assert isinstance(_publisher(), _PubSubPublisher)  # the default layer
+    layer = RedisChannelLayer(hosts=[settings.REDIS_URL], prefix=f"test{threading.get_ident()}")
+
+    async def joined() -> str:
+        channel = await layer.new_channel()
+        await layer.group_add("conversation.x", channel)
+        return channel
+
+    channel = async_to_sync(joined)()
+    _LoopPublisher(layer).publish([("conversation.x", {"type": "turn.event", "frame": {"seq": n}}) for n in (1, 2, 3)])
+
+    async def received() -> list[dict[str, Any]]:  # one event loop: the layer's receive buffer is per loop
+        return [await layer.receive(channel) for _ in range(3)]
+
+    got = async_to_sync(received)()
+    assert [message["frame"]["seq"] for message in got] == [1, 2, 3]
