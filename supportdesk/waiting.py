@@ -18,7 +18,7 @@ waiting on the model. Two things are held only while a stage works:
     stream) go before stages coming back from the model. Under a burst every turn
     reaches its model wait early, so the model's seconds overlap the others' CPU
     work instead of leaving the CPU idle at the end while the last turns wait on
-    the model (200 at once: p95 8.8 s -> 7.7 s, docs/benchmarks.md);
+    the model (measured side by side with ``turn``: docs/benchmarks.md);
   - ``turn``: the oldest turn first (turn ids grow in arrival order),
     whether its stage is starting or coming back from the model, except that a
     stream whose first token is not shown yet goes before everything (time to

@@ -141,6 +141,34 @@ def test_model_wait_brings_a_first_token_back_on_the_spare_and_hands_it_back_at_
     assert seen == [0, 1, -1] and one_slot.waiting() == 0 and one_slot._spare == 1
 
 
+def test_the_answers_wait_for_a_slot_after_the_model_is_not_counted_as_waiting_on_the_model(one_slot):
+    from supportdesk.pipeline.answer.agent import AgentOutcome, _timed
+
+    outcome = AgentOutcome(first_token_ms=1.0)  # first token shown: no spare slot, a normal wait
+    requested, other_works = threading.Event(), threading.Event()
+    chunks: list[int] = []
+
+    def make() -> list[int]:  # the model answers at once, while another stage takes the only slot
+        requested.set()
+        other_works.wait(5)
+        return [1, 2]
+
+    def stage() -> None:
+        with stage_working(turn=1):
+            chunks.extend(_timed(make, outcome))
+
+    thread = _started(stage)
+    assert requested.wait(5)
+    one_slot.acquire(resume=False, turn=0)
+    other_works.set()
+    _queued(one_slot, 1)
+    threading.Event().wait(0.3)  # the stage waits 0.3 s for the slot: the platform's time, not the model's
+    one_slot.release()
+    thread.join(5)
+    assert chunks == [1, 2]
+    assert outcome.llm_wait_ms < 150
+
+
 def test_an_unknown_order_fails_fast():
     with pytest.raises(ValueError, match="WORKER_CPU_ORDER"):
         CpuSlots(2, order="random")
