@@ -75,15 +75,25 @@ def worker_db_connections_persist(sender: Any = None, **kwargs: Any) -> None:
             options.pop("pool", None)  # a pool per forked child would only churn
             database["CONN_MAX_AGE"] = settings.WORKER_DB_CONN_MAX_AGE
     if shared:
-        from supportdesk.waiting import cpu_slots_configure
-
-        cpu_slots_configure(settings.WORKER_CPU_SLOTS, settings.WORKER_CPU_ORDER)
+        worker_cpu_share()
 
     def connections_tidy(**_: Any) -> None:
         close_old_connections()
 
     signals.task_prerun.connect(connections_tidy, weak=False)
     signals.task_postrun.connect(connections_tidy, weak=False)
+
+
+def worker_cpu_share() -> None:
+    """A threads worker's stages share the CPU: at most ``WORKER_CPU_SLOTS`` work at once
+    (``supportdesk.waiting``), and while others work a message is embedded on one thread."""
+    from django.conf import settings
+
+    from retrieval.embedders import embedder_busy_source
+    from supportdesk.waiting import cpu_contended, cpu_slots_configure
+
+    cpu_slots_configure(settings.WORKER_CPU_SLOTS, settings.WORKER_CPU_ORDER)
+    embedder_busy_source(cpu_contended)
 
 
 @signals.worker_ready.connect

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Protocol
 
@@ -42,6 +43,21 @@ def _normalise(matrix: np.ndarray) -> np.ndarray:
 
 
 RECENT_QUERIES = 256  # query vectors a local embedder keeps in its process (1.5 KB each)
+
+# Whether this process has other work running now (a threads worker's stages: supportdesk.waiting);
+# None where nothing tells (web, commands): queries take RETRIEVAL_EMBED_THREADS.
+_busy: Callable[[], bool] | None = None
+
+
+def embedder_busy_source(check: Callable[[], bool] | None) -> None:
+    """Tell the local embedder how to see that other work runs in this process (a worker calls it at start).
+
+    While it does, a query is embedded on one thread: the other core is busy with other
+    turns anyway, and two threads then cost ~50 % more CPU per message for no gain
+    (docs/benchmarks.md). Alone, a query keeps ``RETRIEVAL_EMBED_THREADS``.
+    """
+    global _busy
+    _busy = check
 
 
 class LocalEmbedder:
@@ -77,11 +93,13 @@ class LocalEmbedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         rows = []
-        switch = self._omp is not None and not is_query and self._passage_threads != self._threads
+        busy = _busy
+        wanted = self._passage_threads if not is_query else 1 if busy is not None and busy() else self._threads
+        switch = self._omp is not None and wanted != self._threads
         with self._lock:
             before = self._omp[0]() if switch and self._omp else 0
             if switch and self._omp:
-                self._omp[1](self._passage_threads)
+                self._omp[1](wanted)
             try:
                 for start in range(0, len(texts), self._batch_size):
                     batch = texts[start:start + self._batch_size]

@@ -130,6 +130,11 @@ class CpuSlots:
             else:
                 self._free += 1
 
+    def contended(self) -> bool:
+        """True when every slot is taken or a stage waits for one: the caller is not working alone."""
+        with self._lock:
+            return self._free == 0 or bool(self._queue)
+
     def waiting(self) -> int:
         """Threads queued for a slot now."""
         with self._lock:
@@ -145,6 +150,12 @@ def cpu_slots_configure(size: int, order: str = "turn") -> None:
     (``WORKER_CPU_ORDER``). Called once by a worker at start."""
     global _slots
     _slots = CpuSlots(size, order=order) if size > 0 else None
+
+
+def cpu_contended() -> bool:
+    """True while other stages of this process work or wait for a CPU slot (False without slots)."""
+    slots = _slots
+    return slots is not None and slots.contended()
 
 
 @contextmanager

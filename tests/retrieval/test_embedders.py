@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
+from retrieval import embedders
 from retrieval.embedders import LocalEmbedder, embedder_get
 from retrieval.querycache import query_vectors_get
 
@@ -75,6 +76,46 @@ def test_passages_embed_with_the_ingest_thread_count_and_queries_with_their_own(
     embedder.embed_queries(["How many threads embed this query?", "And how many this one?"])
     assert seen == [(False, 2), (True, before)]
     assert omp_threads() == before  # restored: the next query runs as before
+
+
+def test_a_busy_process_embeds_a_query_on_one_thread(local_embedder, settings, monkeypatch):
+    """In a worker whose other stages work or wait for a CPU slot, a second thread would only cost CPU."""
+    settings.RETRIEVAL_QUERY_CACHE_URL = ""
+    embedder = LocalEmbedder(batch_size=8, threads=2)
+    assert embedder._omp is not None
+    omp_threads, omp_set = embedder._omp
+    omp_set(2)  # this thread's count, as the engine had it when it loaded with two
+    real = embedder._model
+    seen: list[int] = []
+
+    class Recording:
+        dim = real.dim
+
+        def encode(self, texts: object, is_query: bool) -> np.ndarray:
+            seen.append(omp_threads())
+            return real.encode(texts, is_query)
+
+    embedder._model = Recording()
+    busy = [True]
+    monkeypatch.setattr(embedders, "_busy", lambda: busy[0])
+    embedder.embed_queries([f"Where is my parcel? {uuid.uuid4()}"])
+    busy[0] = False
+    embedder.embed_queries([f"Where is my refund? {uuid.uuid4()}"])
+    assert seen == [1, 2]
+    assert omp_threads() == 2  # restored after the busy call
+
+
+def test_a_threads_worker_tells_the_embedder_when_other_stages_work(monkeypatch):
+    from config.celery import worker_cpu_share
+    from supportdesk import waiting
+
+    monkeypatch.setattr(embedders, "_busy", None)
+    worker_cpu_share()
+    try:
+        assert embedders._busy is waiting.cpu_contended and waiting._slots is not None
+    finally:
+        waiting.cpu_slots_configure(0)
+        embedders.embedder_busy_source(None)
 
 
 def test_local_embedder_uses_query_and_passage_prefixes(local_embedder):

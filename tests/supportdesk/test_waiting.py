@@ -232,3 +232,18 @@ def test_no_more_stages_work_at_once_than_there_are_slots():
     for thread in threads:
         thread.join(10)
     assert most == 2 and inside == 0
+
+
+def test_contended_when_every_slot_is_taken_or_a_stage_waits():
+    slots = CpuSlots(2)
+    slots.acquire(resume=False)
+    assert not slots.contended()  # one stage working alone
+    slots.acquire(resume=False)
+    assert slots.contended()  # both slots taken
+    waiter = _started(lambda: (slots.acquire(resume=False), slots.release()))
+    _queued(slots, 1)
+    slots.release()  # handed to the waiter
+    slots.release()
+    waiter.join(5)
+    assert not slots.contended()
+    assert not waiting.cpu_contended()  # no slots configured: never contended
