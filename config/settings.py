@@ -349,6 +349,10 @@ ANSWER_ATTRIBUTE_UNCITED = env.bool("ANSWER_ATTRIBUTE_UNCITED", default=True)
 ANSWER_ATTRIBUTION_MIN_SHARE = env.float("ANSWER_ATTRIBUTION_MIN_SHARE", default=0.45)
 # Streamed text arriving within this many ms of the last token event joins the next one (0: one event per chunk).
 ANSWER_TOKEN_BATCH_MS = env.float("ANSWER_TOKEN_BATCH_MS", default=150.0)
+# ... and longer while a process streams many answers at once: together they send about this many
+# token events a second (0: always ANSWER_TOKEN_BATCH_MS), each at least every ANSWER_TOKEN_BATCH_MAX_MS.
+ANSWER_TOKEN_EVENTS_PER_SECOND = env.float("ANSWER_TOKEN_EVENTS_PER_SECOND", default=40.0)
+ANSWER_TOKEN_BATCH_MAX_MS = env.float("ANSWER_TOKEN_BATCH_MAX_MS", default=500.0)
 # Retrieval relevance (0..1) at or above which the customer sees high / medium confidence.
 ANSWER_CONFIDENCE_HIGH = env.float("ANSWER_CONFIDENCE_HIGH", default=0.8)
 ANSWER_CONFIDENCE_MEDIUM = env.float("ANSWER_CONFIDENCE_MEDIUM", default=0.45)

@@ -90,11 +90,13 @@ def answer_stage_run(*, turn: Turn) -> None:
     language = turn.language
     with stage_logged(turn.pk, "answer") as log:
         answer_restart_clear(turn=turn)
-        tokens = TokenBatcher(lambda text: token_emit(turn=turn, text=text), settings.ANSWER_TOKEN_BATCH_MS)
         record = plan_record_get(turn_id=turn.pk)
         search = functools.partial(kb_search, numbered_after=kb_attempt_mark(turn_id=turn.pk))
         prefetched = plan_prefetch(turn_id=turn.pk, language=language, record=record, message=turn.user_message.text,
                                    search=search)
+        tokens = TokenBatcher(lambda text: token_emit(turn=turn, text=text), settings.ANSWER_TOKEN_BATCH_MS,
+                              per_second=settings.ANSWER_TOKEN_EVENTS_PER_SECOND,
+                              max_ms=settings.ANSWER_TOKEN_BATCH_MAX_MS)
         try:
             outcome = agent_run(
                 client=llm_client(), messages=answer_messages(turn=turn, record=record, prefetched=prefetched),
@@ -102,7 +104,7 @@ def answer_stage_run(*, turn: Turn) -> None:
                 search=search,
             )
         finally:
-            tokens.flush()  # what reached us is shown, even from a stream that broke
+            tokens.close()  # what reached us is shown, even from a stream that broke
         if prefetched is not None:  # its [n] resolve like the agent's own searches'
             outcome.searches.insert(0, prefetched)
         log.tokens = {"prompt": outcome.prompt_tokens, "completion": outcome.completion_tokens}
