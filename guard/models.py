@@ -124,8 +124,9 @@ class GuardExemplar(models.Model):
         super().save(*args, **kwargs)
 
 
+@receiver([post_save, post_delete], sender=GuardRule)
 @receiver([post_save, post_delete], sender=GuardExemplar)
-def _exemplar_edited(**kwargs: Any) -> None:
+def _guard_content_edited(**kwargs: Any) -> None:
     # The same generation counter as templates and UI strings: every process reloads its snapshot.
     from sgr.cache import content_changed
 

@@ -67,6 +67,15 @@ def test_inactive_rules_are_ignored_and_edits_apply_to_the_next_check(rules):
     assert message_screen(text="a fight", language="en").status == "pass"
 
 
+def test_rules_are_read_once_per_edit_not_per_message(rules, django_assert_num_queries):
+    rule = GuardRule.objects.create(category="violent", level="Unsafe", kind="keyword", pattern="fight")
+    assert message_screen(text="a fight", language="en").status == "blocked"  # loads the snapshot
+    with django_assert_num_queries(0):
+        assert message_screen(text="another fight", language="en").status == "blocked"
+    rule.delete()  # every process drops its snapshot
+    assert message_screen(text="a fight", language="en").status == "pass"
+
+
 def test_rules_screen_answers_too(rules):
     GuardRule.objects.create(category="copyright", level="Unsafe", kind="keyword", pattern="full text of the novel")
     verdict = response_screen(prompt="q", text="Here is the full text of the novel", language="en")
