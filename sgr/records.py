@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 
 from guard.verdict import Verdict
 from sgr.consistency import rouge_l, subquery_coverage
@@ -49,7 +50,9 @@ def plan_record_planner_save(
         "clarify_parent_id": clarify_parent_id,
     }
     try:
-        with transaction.atomic():  # the usual case, one INSERT: the turn has no record yet
+        # The usual case, one INSERT: the turn has no record yet. Outside a transaction it runs alone
+        # (no BEGIN and COMMIT round trips); inside one, a savepoint keeps a duplicate from breaking it.
+        with transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext():
             return PlanRecord.objects.create(turn_id=turn_id, **fields)
     except IntegrityError:  # a record without a plan (a rerun of a stage that failed before planning)
         record, _ = PlanRecord.objects.update_or_create(turn_id=turn_id, defaults=fields)
@@ -120,10 +123,9 @@ def plan_record_answer_save(
             "plan_answer_rouge_l": record.plan_answer_rouge_l,
         },
     }
-    with transaction.atomic(savepoint=False):
-        record.save(
-            update_fields=["answer_prompt_tokens", "subquery_coverage", "plan_answer_rouge_l", "metadata", "updated_at"]
-        )
+    record.save(  # one UPDATE, no transaction of its own
+        update_fields=["answer_prompt_tokens", "subquery_coverage", "plan_answer_rouge_l", "metadata", "updated_at"]
+    )
 
 
 def _outputs_set(record: PlanRecord, outputs: RenderedOutputs) -> None:

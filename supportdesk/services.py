@@ -143,10 +143,13 @@ def turn_fail(*, turn: Turn, stage: str, code: str, detail: str = "", message_ke
         transaction.on_commit(lambda: turn_events_flush(conversation_id=turn.conversation_id))  # as in turn_finish
 
 
-def turn_finish(*, turn: Turn, status: str, also: tuple[str, ...] = ()) -> None:
-    """Close a turn with a terminal status and the final ``done`` event (``also``: as for turn_status_set)."""
+def turn_finish(*, turn: Turn, status: str, also: tuple[str, ...] = (), locked: bool = False) -> None:
+    """Close a turn with a terminal status and the final ``done`` event (``also``: as for turn_status_set).
+
+    ``locked``: the caller's transaction already holds the row through ``turn_lock_unfinished``.
+    """
     with transaction.atomic(savepoint=False):
-        if not turn_lock_unfinished(turn=turn):
+        if not (locked and connection.in_atomic_block) and not turn_lock_unfinished(turn=turn):
             return
         turn.status = status
         turn.save(update_fields=["status", "updated_at", *also])

@@ -30,6 +30,7 @@ class StageLog:
     tokens: dict[str, int] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
     started_at: float = field(default_factory=time.time)  # wall clock, to line stages up with events
+    cpu_started: float = field(default_factory=time.thread_time)  # a stage runs in one thread from start to end
     stored: bool = False  # already kept on the turn (just before its `done`)
 
 
@@ -58,6 +59,8 @@ def _line(record: StageLog) -> dict[str, object]:
         "stage": record.stage,
         "outcome": record.outcome,
         "latency_ms": round((time.monotonic() - record.started) * 1000, 1),
+        # CPU time of the stage's own thread (not the embedder's helper threads, not waits).
+        "cpu_ms": round((time.thread_time() - record.cpu_started) * 1000, 1),
         "started_at": round(record.started_at, 4),
         "tokens": record.tokens,
     }
@@ -78,16 +81,16 @@ def _stage_diagnostics_save(line: dict[str, object]) -> None:
         turn_diagnostics_merge(
             turn_id=int(str(line["turn_id"])),
             path=("stages", str(line["stage"])),
-            value={key: line[key] for key in ("outcome", "latency_ms", "started_at", "tokens")},
+            value={key: line[key] for key in ("outcome", "latency_ms", "cpu_ms", "started_at", "tokens")},
         )
     except Exception:  # diagnostics must never fail a stage
         logger.exception("could not store stage diagnostics")
 
 
-def stage_finish(*, turn: Turn, status: str, also: tuple[str, ...] = ()) -> None:
+def stage_finish(*, turn: Turn, status: str, also: tuple[str, ...] = (), locked: bool = False) -> None:
     """The running stage closes its turn (``services.turn_finish``), its figures stored first."""
     stage_diagnostics_flush()
-    turn_finish(turn=turn, status=status, also=also)
+    turn_finish(turn=turn, status=status, also=also, locked=locked)
 
 
 def stage_fail(*, turn: Turn, stage: str, code: str, detail: str = "", message_key: str | None = None) -> None:

@@ -267,3 +267,19 @@ def test_search_kb_runs_retrieval_and_the_answer_cites_the_article(llm, settings
     trace = QueryTrace.objects.get(turn=turn)
     assert trace.queries == ["reset password"]
     assert turn.diagnostics["answer"]["searches"][0]["trace_id"] == trace.pk
+
+
+def test_the_answer_is_saved_and_the_turn_ended_under_one_row_lock(llm):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    llm.plan_args = plan_args()
+    turn = turn_make(text="How do I reset my password?")
+    plan_stage_run(turn=turn)
+    llm.push(Reply(content="Open Settings and press Reset."))
+    with CaptureQueriesContext(connection) as queries:
+        answer_stage_run(turn=Turn.objects.select_related("conversation", "user_message").get(pk=turn.pk))
+    locks = [q["sql"] for q in queries.captured_queries if "FOR UPDATE" in q["sql"]]
+    assert len(locks) == 1, locks  # answer_save's own; turn_finish reuses it
+    turn.refresh_from_db()
+    assert turn.status == Turn.Status.DONE and [e["status"] for e in _events(turn, "done")] == ["done"]

@@ -176,4 +176,5 @@ def answer_save(*, turn: Turn, final: FinalAnswer, diagnostics: dict[str, Any]) 
             turn_event_emit(turn=turn, type="citation", payload=source.model_dump())
         turn_event_emit(turn=turn, type="answer", payload=public)
         # The answer is saved with the final status, in one UPDATE.
-        stage_finish(turn=turn, status=Turn.Status.DONE, also=("answer_message", "answer_text", "answer_result"))
+        stage_finish(turn=turn, status=Turn.Status.DONE, also=("answer_message", "answer_text", "answer_result"),
+                     locked=True)
