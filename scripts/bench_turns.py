@@ -210,6 +210,8 @@ def measure(results: list[dict[str, Any]], stub: StubProcess, answer_text: str,
     ttft_worker, ttft_delivery = [], []  # the TTFT gap split at the stored token event
     wall_offset = time.time() - time.monotonic()  # CLOCK_MONOTONIC is system-wide: the stub's compare
     stage_ms: dict[str, list[float]] = {}
+    stage_cpu: dict[str, list[float]] = {}  # each stage's own thread
+    token_events: list[float] = []  # token frames a client received (ANSWER_TOKEN_BATCH_MS and load)
     gaps: dict[str, list[float]] = {}
     dropped = duplicated = wrong_text = 0
     for r in results:
@@ -222,6 +224,8 @@ def measure(results: list[dict[str, Any]], stub: StubProcess, answer_text: str,
         stages = (turn.diagnostics or {}).get("stages") or {}
         for name, figures in stages.items():
             stage_ms.setdefault(name, []).append(float(figures["latency_ms"]))
+            if figures.get("cpu_ms") is not None:
+                stage_cpu.setdefault(name, []).append(float(figures["cpu_ms"]))
         hops.append((r["done"] - r["sent"]) * 1000 - sum(float(f["latency_ms"]) for f in stages.values()))
         for name, value in gaps_outside_stages(r, turn, stages).items():
             gaps.setdefault(name, []).append(value)
@@ -237,10 +241,11 @@ def measure(results: list[dict[str, Any]], stub: StubProcess, answer_text: str,
         dropped += len(set(stored) - set(got))
         duplicated += len(got) - len(set(got))
         tokens = "".join(f["payload"]["text"] for f in r["frames"] if f["type"] == "token")
+        token_events.append(float(sum(f["type"] == "token" for f in r["frames"])))
         wrong_text += tokens.strip() != answer_text or turn.status != "done"
     span = max(r["done"] for r in results) - min(r["sent"] for r in results)
     return {"turns": len(results), "per_minute": len(results) / span * 60 if span > 0 else float("nan"),
-            "sessions": sessions.peaks() if sessions else None, "overhead": overheads, "wall": walls, "hops": hops, "stage_ms": stage_ms, "gaps": gaps, "ttft_worker": ttft_worker,
+            "sessions": sessions.peaks() if sessions else None, "overhead": overheads, "wall": walls, "hops": hops, "stage_ms": stage_ms, "stage_cpu": stage_cpu, "token_events": token_events, "gaps": gaps, "ttft_worker": ttft_worker,
             "ttft_delivery": ttft_delivery, "ttft_gap": ttft_gaps, "dropped": dropped,
             "duplicated": duplicated, "wrong_text": wrong_text}
 
@@ -266,6 +271,11 @@ def report(name: str, m: dict[str, Any]) -> None:
         print(f"{'':<24} CPU ms per turn: " + "  ".join(f"{name}={ms:.1f}" for name, ms in m["cpu_ms"].items()))
     stages = "  ".join(f"{name} p50={pct(v, .5):.1f}" for name, v in sorted(m["stage_ms"].items()))
     print(f"{'':<24} stage wall ms: {stages}  outside stages (queue hops, delivery) p50={pct(m['hops'], .5):.1f}")
+    if m["token_events"]:
+        print(f"{'':<24} token events per turn p50={pct(m['token_events'], .5):.0f} mean={sum(m['token_events']) / len(m['token_events']):.1f}")
+    if m["stage_cpu"]:
+        cpu = "  ".join(f"{name} p50={pct(v, .5):.1f} mean={sum(v) / len(v):.1f}" for name, v in sorted(m["stage_cpu"].items()))
+        print(f"{'':<24} stage CPU ms (the stage's thread): {cpu}")
     gaps = "  ".join(f"{name} p50={pct(v, .5):.1f}" for name, v in m["gaps"].items())
     print(f"{'':<24} outside stages ms: {gaps}")
     print(f"{'':<24} ttft gap split ms: LLM chunk -> token stored p50={pct(m['ttft_worker'], .5):.1f} "
