@@ -3,7 +3,8 @@
 Usage: ``./sd bench scripts/bench_guard_rules.py [--messages 1000] [--rules 60]``
 
 Times :func:`guard.screening.message_screen` with ``GUARD_PROVIDER=rules``
-(reading the active rules from PostgreSQL, matching, building the verdict),
+(the active rules from this process's snapshot, one Redis read of the content
+generation, matching, building the verdict),
 which is what the guard stage adds before planning, over a deterministic mix
 of English and Russian messages, a fifth of which match a rule. Prints p50,
 p95, p99 and the mean in milliseconds, and the same for ``off`` as a baseline.
