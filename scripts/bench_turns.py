@@ -2,6 +2,7 @@
 
 Run: ./sd bench scripts/bench_turns.py [--sequential 30] [--concurrent 50] [--flood 200]
          [--llm-plan-delay 1.5] [--llm-chunk-delay 0.05] [--answer-chunks 24] [--ingest-chunks 200]
+         [--kb-chunks 20000]
 
 Starts the scripted OpenAI-compatible LLM (tests/llm_stub.py), the Celery workers of
 the run command (``devstack.workers``: the stage queues in a threads pool, ingestion in
@@ -9,7 +10,7 @@ a prefork worker of its own; ``SD_WORKER_POOL`` / ``SD_WORKER_CONCURRENCY`` comp
 other layouts) and uvicorn serving the ASGI app, against the throw-away PostgreSQL and
 Redis of ``./sd bench``. Each simulated customer creates a conversation over REST,
 opens the websocket and sends one question; every turn is a full normal turn:
-guardian (rules) -> SGR plan (one LLM call) -> answer agent (one streamed LLM call,
+guardian (the default chain: rules, exemplars) -> SGR plan (one LLM call) -> answer agent (one streamed LLM call,
 ``--answer-chunks`` chunks).
 
 By default the scripted LLM answers at once, which measures the platform alone. A real
@@ -17,7 +18,9 @@ model takes seconds: ``--llm-plan-delay`` waits before each non-streamed reply a
 ``--llm-chunk-delay`` between streamed chunks, so stages really wait on the model
 (1.5 s and 0.05 s with 24 chunks: about 2.7 s of model time per turn).
 With ``--ingest-chunks N`` the concurrent burst runs again at the end, while a
-staff upload of about N chunks is ingested by the ingest worker.
+staff upload of about N chunks is ingested by the ingest worker. ``--kb-chunks N``
+first loads a synthetic knowledge base of N chunks (the retrieval bench's loader), so
+the searches of every turn run against an index of real size instead of an empty one.
 
 Reported:
 - platform overhead per turn: wall time at the client (message sent -> ``done``)
@@ -86,7 +89,7 @@ class StubProcess:
         self.base_url: str = self._conn.recv()
 
     def first_chunks(self) -> dict[str, float]:
-        """The last user message of each streamed completion -> when its first chunk was written."""
+        """Each user message of a streamed completion -> when the completion's first chunk was written."""
         self._conn.send("first_chunks")
         return self._conn.recv()
 
@@ -106,8 +109,10 @@ def _stub_serve(conn: Any, answer_text: str, plan_delay: float, chunk_delay: flo
             first_chunk = {}
             for recorded in list(stub.requests):
                 if recorded.path.endswith("/chat/completions") and recorded.body.get("stream") and recorded.first_chunk_at:
-                    user = [m for m in recorded.body["messages"] if m.get("role") == "user"][-1]["content"]
-                    first_chunk[user] = recorded.first_chunk_at
+                    # The customer's message, whatever follows it (the prefetched articles come as a last user message).
+                    for message in recorded.body["messages"]:
+                        if message.get("role") == "user" and isinstance(message.get("content"), str):
+                            first_chunk.setdefault(message["content"], recorded.first_chunk_at)
             conn.send(first_chunk)
     stub.stop()
 
@@ -377,6 +382,23 @@ def ingestion_start(chunks: int) -> Upload:
     return upload
 
 
+def kb_synthetic_load(chunks: int) -> None:
+    """A knowledge base of ``chunks`` synthetic chunks, loaded as the retrieval bench loads it (COPY,
+    then the full-text and HNSW indexes): vectors in 2,000 clusters, texts of 60 Zipf-drawn words from
+    a support vocabulary, so a customer's question meets real index sizes and real text matches."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import bench_retrieval  # the retrieval bench's bulk loader
+
+    started = time.perf_counter()
+    centers = bench_retrieval.RNG.normal(size=(2000, bench_retrieval.DIM)).astype("float32")
+    centers /= (centers**2).sum(axis=1, keepdims=True) ** 0.5
+    bench_retrieval.kb_clear()
+    bench_retrieval.kb_load(0, bench_retrieval.synthetic_vectors(chunks, centers))
+    bench_retrieval.hnsw_rebuild()
+    print(f"knowledge base: {chunks} synthetic chunks in {chunks // 10} documents, loaded and indexed in "
+          f"{time.perf_counter() - started:.0f} s")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sequential", type=int, default=30)
@@ -387,10 +409,15 @@ def main() -> int:
     parser.add_argument("--llm-plan-delay", type=float, default=0.0, help="seconds before each non-streamed LLM reply")
     parser.add_argument("--llm-chunk-delay", type=float, default=0.0, help="seconds between streamed LLM chunks")
     parser.add_argument("--answer-chunks", type=int, default=24, help="streamed chunks of each answer")
+    parser.add_argument("--kb-chunks", type=int, default=0,
+                        help="first load a synthetic knowledge base of this many chunks (10 per document), so every "
+                             "turn's searches cost what they cost at that size (the demo base is empty here)")
     parser.add_argument("--ingest-chunks", type=int, default=0,
                         help="also run the concurrent burst while an upload of about this many chunks is ingested")
     args = parser.parse_args()
     answer_text = " ".join(f"tok{i}" for i in range(args.answer_chunks))
+    if args.kb_chunks:
+        kb_synthetic_load(args.kb_chunks)
     stub = StubProcess(answer_text, args.llm_plan_delay, args.llm_chunk_delay)
     procs, base = start_stack(stub, ROOT / ".data" / "bench" / "turns")
     STACK.update({name: proc.pid for name, proc in zip([f"worker-{w.role}" for w in worker_specs()] + ["web"], procs, strict=True)})
