@@ -74,6 +74,9 @@ def test_a_search_round_then_a_streamed_answer_with_follow_ups(llm):
     assert diagnostics["answer"]["prompt_tokens"] > 0
     assert {"sgr", "answer"} <= set(diagnostics["stages"])
     assert diagnostics["stages"]["answer"]["latency_ms"] >= 0
+    for stage in ("sgr", "answer"):  # the stage thread's own CPU time: some, never more than its wall time
+        figures = diagnostics["stages"][stage]
+        assert 0 < figures["cpu_ms"] <= figures["latency_ms"] + 1
     assert turn.plan_record.metadata["answer"]["searched_queries"] == ["reset password"]
 
 
