@@ -70,6 +70,12 @@ def percentile(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values), q))
 
 
+def synthetic_centers(count: int = 2000) -> np.ndarray:
+    """Unit cluster centres for :func:`synthetic_vectors`."""
+    centers = RNG.normal(size=(count, DIM)).astype(np.float32)
+    return centers / np.linalg.norm(centers, axis=1, keepdims=True)
+
+
 def synthetic_vectors(n: int, centers: np.ndarray) -> np.ndarray:
     labels = RNG.integers(0, len(centers), size=n)
     vectors = centers[labels] + RNG.normal(scale=0.045, size=(n, DIM)).astype(np.float32)
@@ -122,8 +128,7 @@ def hnsw_rebuild() -> float:
 
 
 def bench_search(sizes: list[int], queries: int) -> None:
-    centers = RNG.normal(size=(2000, DIM)).astype(np.float32)
-    centers /= np.linalg.norm(centers, axis=1, keepdims=True)
+    centers = synthetic_centers()
     kb_clear()
     with connection.cursor() as cursor:
         cursor.execute("DROP INDEX IF EXISTS chunk_embedding_hnsw")

@@ -390,10 +390,8 @@ def kb_synthetic_load(chunks: int) -> None:
     import bench_retrieval  # the retrieval bench's bulk loader
 
     started = time.perf_counter()
-    centers = bench_retrieval.RNG.normal(size=(2000, bench_retrieval.DIM)).astype("float32")
-    centers /= (centers**2).sum(axis=1, keepdims=True) ** 0.5
     bench_retrieval.kb_clear()
-    bench_retrieval.kb_load(0, bench_retrieval.synthetic_vectors(chunks, centers))
+    bench_retrieval.kb_load(0, bench_retrieval.synthetic_vectors(chunks, bench_retrieval.synthetic_centers()))
     bench_retrieval.hnsw_rebuild()
     print(f"knowledge base: {chunks} synthetic chunks in {chunks // 10} documents, loaded and indexed in "
           f"{time.perf_counter() - started:.0f} s")
