@@ -25,3 +25,7 @@ application = ProtocolTypeRouter(
         "websocket": WidgetOriginValidator(URLRouter(websocket_urlpatterns)),
     }
 )
+
+from config.heap import startup_objects_freeze  # noqa: E402
+
+startup_objects_freeze()  # everything loaded so far lives as long as the process

@@ -108,6 +108,16 @@ def worker_recovery_start(sender: Any = None, **kwargs: Any) -> None:
     recovery_thread_start()
 
 
+@signals.worker_ready.connect
+@signals.worker_process_init.connect
+def worker_objects_freeze(**kwargs: Any) -> None:
+    """The loaded code and settings leave the collector's scans (``config.heap``): in the process that
+    runs the tasks (a threads, gevent or solo worker's own; each prefork child)."""
+    from config.heap import startup_objects_freeze
+
+    startup_objects_freeze()
+
+
 @signals.worker_process_init.connect
 def worker_child_recovery_start(**kwargs: Any) -> None:
     from supportdesk.pipeline.recovery import recovery_thread_start
