@@ -96,6 +96,16 @@ if env.bool("DB_POOL", default=True):
         "timeout": env.float("DB_POOL_TIMEOUT", default=10.0),
     }
 
+# Parameters travel apart from the statement (server-side binding), so a statement a connection has
+# run a few times (psycopg's prepare_threshold, 5) is prepared once and then only executed: PostgreSQL
+# parses and plans each of a turn's ~55 statements once per connection instead of every time.
+# The knowledge-base search sends its statements as one simple query on purpose (retrieval.search).
+# DB_PREPARE_THRESHOLD=0 turns preparing off (e.g. behind a pgbouncer in transaction mode).
+_database_options = DATABASES["default"].setdefault("OPTIONS", {})
+_database_options.setdefault("server_side_binding", env.bool("DB_SERVER_SIDE_BINDING", default=True))
+if _database_options["server_side_binding"] and env.int("DB_PREPARE_THRESHOLD", default=5) > 0:
+    _database_options.setdefault("prepare_threshold", env.int("DB_PREPARE_THRESHOLD", default=5))
+
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 LANGUAGE_CODE = "en"

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import psycopg
 from django.conf import settings
 from django.db import connection
 
@@ -268,7 +269,7 @@ def _rankings_fetch(query: str | None, ts_config: str, n: int, filters: SearchFi
         params += _text_ranking_params(query, ts_config, n, filter_params, vector)
     if not statements:
         return [], []
-    with connection.cursor() as cursor:
+    with _simple_query_cursor() as cursor:
         cursor.execute("; ".join(statements), params)
         for _ in range(settings_statements):
             cursor.nextset()
@@ -277,6 +278,13 @@ def _rankings_fetch(query: str | None, ts_config: str, n: int, filters: SearchFi
             cursor.nextset()
         text_rows = [_Row(*row) for row in cursor.fetchall()] if query is not None else []
     return vector_rows, text_rows
+
+
+def _simple_query_cursor() -> Any:
+    """A cursor that binds its parameters client-side, so several statements go as one simple query
+    (the connection's own cursors bind server-side, one statement each: ``server_side_binding``)."""
+    connection.ensure_connection()
+    return connection._prepare_cursor(psycopg.ClientCursor(connection.connection))  # type: ignore[attr-defined]
 
 
 def _hits_load(ids: list[int], vector: str | None) -> dict[int, ChunkHit]:

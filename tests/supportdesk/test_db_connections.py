@@ -7,7 +7,7 @@ import time
 
 import pytest
 from django.conf import settings
-from django.db import connection, connections
+from django.db import connection, connections, transaction
 
 from supportdesk.models import Turn
 from supportdesk.pipeline.submit import message_receive
@@ -92,3 +92,26 @@ def test_a_customer_whose_save_is_held_up_does_not_hold_up_another(no_enqueue, w
         holder.join(10)
     assert slow_client.receive(timeout=10)["type"] == "accepted"
     assert len(no_enqueue) == 2
+
+
+def test_a_statement_run_again_on_a_connection_is_prepared_once_and_reused(no_enqueue):
+    from supportdesk.selectors import turn_get_for_stage
+
+    turn = message_receive(conversation=conversation_create().conversation, text="Where is my parcel?")
+
+    def prepared_turn_loads() -> set[str]:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT name FROM pg_prepared_statements WHERE statement LIKE %s",
+                           ['SELECT "supportdesk_turn"."id"%JOIN "supportdesk_conversation"%'])
+            return {name for (name,) in cursor.fetchall()}
+
+    with transaction.atomic():  # one connection throughout (prepared statements belong to a connection)
+        assert connection.settings_dict["OPTIONS"]["server_side_binding"] is True
+        before = prepared_turn_loads()
+        for _ in range(settings.DATABASES["default"]["OPTIONS"]["prepare_threshold"] + 1):
+            assert turn_get_for_stage(turn_id=turn.pk) == turn
+        once = prepared_turn_loads()
+        assert len(once - before) <= 1 and once  # planned once for this connection (or by an earlier test on it)
+        for _ in range(3):
+            assert turn_get_for_stage(turn_id=turn.pk) == turn
+        assert prepared_turn_loads() == once  # and that plan runs again: nothing new prepared

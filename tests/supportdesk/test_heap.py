@@ -27,7 +27,7 @@ def test_start_up_garbage_is_collected_and_the_rest_frozen():
     try:
         frozen = startup_objects_freeze()
         assert gone() is None  # collected first, not frozen with the rest
-        assert frozen == gc.get_freeze_count() > 10_000  # this process's modules, at least
+        assert frozen > 10_000  # this process's modules, at least (some leave it as they are freed)
         later = _Node()
         later_gone = weakref.ref(later)
         del later

@@ -56,3 +56,19 @@ def test_json_logs_are_one_object_a_line():
     entry = json.loads(line)
     assert entry["level"] == "ERROR" and entry["logger"] == "supportdesk.x" and entry["message"] == "turn 7 failed"
     assert "ValueError: bad" in entry["exception"] and entry["time"].endswith("+00:00")
+
+
+def test_statements_are_bound_server_side_and_prepared_unless_turned_off():
+    code = ("import django; django.setup(); from django.conf import settings; o = settings.DATABASES['default']['OPTIONS']; "
+            "print(o.get('server_side_binding'), o.get('prepare_threshold'))")
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings"}
+
+    def options(**variables: str) -> str:
+        done = subprocess.run([sys.executable, "-c", code], env={**env, **variables}, cwd=ROOT, capture_output=True,
+                              text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    assert options() == "True 5"
+    assert options(DB_PREPARE_THRESHOLD="0") == "True None"  # e.g. behind pgbouncer in transaction mode
+    assert options(DB_SERVER_SIDE_BINDING="false") == "False None"
