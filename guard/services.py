@@ -9,9 +9,13 @@ from guard.verdict import Verdict
 
 
 def guard_check_record(
-    *, turn_id: int | None, verdict: Verdict, content: str = "", replaced_with: str = ""
+    *, turn_id: int | None, verdict: Verdict, content: str = "", replaced_with: str = "", first: bool = False
 ) -> GuardCheck:
-    """Store one screening. A retried stage updates the turn's record of the same kind instead of adding one."""
+    """Store one screening. A retried stage updates the turn's record of the same kind instead of adding one.
+
+    ``first``: the caller knows the turn has no record of this kind yet (the guard stage that moved the turn
+    into screening itself): one INSERT, without looking for one.
+    """
     fields = {
         "level": verdict.level,
         "status": verdict.status,
@@ -29,7 +33,7 @@ def guard_check_record(
     }
     with transaction.atomic(savepoint=False):
         # No ORDER BY: one check per turn and kind (the default ordering costs CPU on every screening).
-        found = [] if turn_id is None else GuardCheck.objects.filter(turn_id=turn_id, kind=verdict.kind).order_by()[:1]
+        found = [] if turn_id is None or first else GuardCheck.objects.filter(turn_id=turn_id, kind=verdict.kind).order_by()[:1]
         check = next(iter(found), None)
         if check is None:  # the usual case: one INSERT (update_or_create costs two savepoints and a lock)
             return GuardCheck.objects.create(turn_id=turn_id, kind=verdict.kind, **fields)

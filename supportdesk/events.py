@@ -49,6 +49,21 @@ _EMIT_SQL = (
 )
 
 
+# The same, behind a conditional move of the turn to a new status: one statement, so atomic without a
+# transaction of its own (no BEGIN and COMMIT round trips); no row and nothing stored when the turn
+# was no longer at the expected status. Locks the turn's row, then the conversation's, as a stage's
+# transaction does.
+_STATUS_MOVE_EMIT_SQL = (
+    f"WITH moved AS (UPDATE {Turn._meta.db_table} SET status = %s, updated_at = %s WHERE id = %s AND status = %s "
+    "RETURNING id), "
+    f"next AS (UPDATE {Conversation._meta.db_table} SET last_event_seq = last_event_seq + 1 "
+    "WHERE id = %s AND EXISTS (SELECT 1 FROM moved) RETURNING last_event_seq, public_id) "
+    f"INSERT INTO {TurnEvent._meta.db_table} (conversation_id, turn_id, seq, type, payload, created_at) "
+    "SELECT %s, %s, next.last_event_seq, 'status', %s::jsonb, %s FROM next "
+    "RETURNING id, seq, (SELECT public_id FROM next)"
+)
+
+
 def conversation_group(public_id: Any) -> str:
     """Channel-layer group name of a conversation (group names allow [a-zA-Z0-9._-])."""
     return f"conversation.{public_id}"
@@ -66,6 +81,29 @@ def turn_event_emit(*, turn: Turn, type: str, payload: dict[str, Any] | None = N
         row = cursor.fetchone()
     if row is None:
         raise Conversation.DoesNotExist(f"conversation {turn.conversation_id} of turn {turn.pk} is gone")
+    return _stored(turn, type, payload, created_at, row)
+
+
+def turn_status_move_emit(*, turn: Turn, status: str, expected: str) -> TurnEvent | None:
+    """Move the turn from ``expected`` to ``status`` and store its ``status`` event, in one statement,
+    then broadcast it after commit; None, and nothing written, when the turn was no longer at ``expected``."""
+    payload = {"status": status}
+    now = timezone.now()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _STATUS_MOVE_EMIT_SQL,
+            [status, now, turn.pk, expected, turn.conversation_id, turn.conversation_id, turn.pk,
+             json.dumps(payload), now],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    turn.status, turn.updated_at = status, now
+    return _stored(turn, "status", payload, now, row)
+
+
+def _stored(turn: Turn, type: str, payload: dict[str, Any], created_at: Any, row: tuple[Any, ...]) -> TurnEvent:
+    """The event just stored (``row``: its id, seq and conversation's public id), broadcast after commit."""
     event_id, seq, public_id = row
     event = TurnEvent(
         id=event_id, conversation_id=turn.conversation_id, turn=turn, seq=seq, type=type, payload=payload,

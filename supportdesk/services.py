@@ -17,7 +17,7 @@ from django.db import connection, transaction
 
 from retrieval.language import language_detect
 from sgr.strings import supported_language, ui_string
-from supportdesk.events import turn_event_emit, turn_events_flush
+from supportdesk.events import turn_event_emit, turn_events_flush, turn_status_move_emit
 from supportdesk.models import Conversation, Turn, new_access_token, token_hash
 from supportdesk.ratelimit import rate_limit_exceeded
 from supportdesk.textclean import text_clean, text_visible
@@ -102,6 +102,12 @@ def turn_status_set(*, turn: Turn, status: str, also: tuple[str, ...] = ()) -> N
         turn.status = status
         turn.save(update_fields=["status", "updated_at", *also])
         turn_event_emit(turn=turn, type="status", payload={"status": status})
+
+
+def turn_status_move(*, turn: Turn, status: str, expected: str) -> bool:
+    """Move a turn from ``expected`` to ``status`` and tell the customer, in one statement (no transaction
+    of its own); False, and nothing written, when another copy of the stage moved the turn first."""
+    return turn_status_move_emit(turn=turn, status=status, expected=expected) is not None
 
 
 def turn_lock_at(*, turn: Turn, status: str) -> bool:

@@ -17,7 +17,7 @@ from supportdesk.waiting import db_connection_release
 from supportdesk.events import turn_event_emit
 from supportdesk.models import Turn
 from supportdesk.pipeline.turnlog import stage_fail, stage_finish, stage_logged
-from supportdesk.services import turn_lock_at, turn_status_set
+from supportdesk.services import turn_lock_at, turn_status_move, turn_status_set
 
 
 def guard_stage_run(*, turn: Turn) -> None:
@@ -25,8 +25,12 @@ def guard_stage_run(*, turn: Turn) -> None:
         return  # already screened (a retried task does nothing)
     language = turn.language
     with stage_logged(turn.pk, "guard") as log:
-        if turn.status == Turn.Status.QUEUED:
-            turn_status_set(turn=turn, status=Turn.Status.GUARDING)
+        # A turn this stage moves into screening has no screening recorded yet (one is recorded only
+        # at GUARDING); a turn found at GUARDING may have one from a copy that stopped midway.
+        first = turn.status == Turn.Status.QUEUED
+        if first and not turn_status_move(turn=turn, status=Turn.Status.GUARDING, expected=Turn.Status.QUEUED):
+            log.outcome = "moved_on"
+            return  # another copy of this stage (turn recovery) took it first
         text = turn.user_message.text
         db_connection_release()  # a model guard may take seconds: don't hold a connection meanwhile
         verdict = message_screen(text=text, language=language)
@@ -35,7 +39,7 @@ def guard_stage_run(*, turn: Turn) -> None:
             if not turn_lock_at(turn=turn, status=Turn.Status.GUARDING):
                 return  # another copy of this stage (turn recovery) screened it first
             turn.guard_result = verdict.model_dump(mode="json")
-            guard_check_record(turn_id=turn.pk, verdict=verdict)
+            guard_check_record(turn_id=turn.pk, verdict=verdict, first=first)
             if verdict.status not in ("blocked", "failed_closed"):  # passed: on to planning
                 turn_status_set(turn=turn, status=Turn.Status.PLANNING, also=("guard_result",))
                 return

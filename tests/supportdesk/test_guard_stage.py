@@ -124,6 +124,36 @@ def test_a_retried_guard_task_does_not_screen_twice(rules, turn_of):
     assert GuardCheck.objects.filter(turn=turn).count() == 1
 
 
+def test_a_copy_that_loaded_the_turn_while_queued_does_not_move_it_back(rules, turn_of):
+    from supportdesk.pipeline.guard import guard_stage_run
+
+    turn = turn_of("hello")
+    stale = Turn.objects.get(pk=turn.pk)  # a redelivered copy read the turn before the first one ran
+    guard_task.apply(args=[turn.pk])
+    events = TurnEvent.objects.filter(turn=turn).count()
+    guard_stage_run(turn=stale)
+    turn.refresh_from_db()
+    assert turn.status == Turn.Status.PLANNING  # not back to guarding
+    assert TurnEvent.objects.filter(turn=turn).count() == events and GuardCheck.objects.filter(turn=turn).count() == 1
+
+
+def test_screening_a_new_turn_moves_it_in_one_statement_and_does_not_look_for_an_earlier_check(rules, turn_of):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    turn = turn_of("hello")
+    with CaptureQueriesContext(connection) as queries:
+        guard_task.apply(args=[turn.pk])
+    sql = [q["sql"] for q in queries.captured_queries]
+    moved = next(i for i, q in enumerate(sql) if "UPDATE supportdesk_turn SET status" in q)
+    assert "guarding" in sql[moved] and "INSERT INTO supportdesk_turnevent" in sql[moved]  # the move and its event
+    assert sql[moved - 1] != "BEGIN"  # no transaction of its own
+    assert not [q for q in sql if q.startswith("SELECT") and 'FROM "guard_guardcheck"' in q]
+    assert GuardCheck.objects.filter(turn=turn).count() == 1
+    assert [e.payload["status"] for e in TurnEvent.objects.filter(turn=turn, type="status").order_by("seq")] == [
+        "queued", "guarding", "planning"]
+
+
 # --- output moderation ---------------------------------------------------------------------------
 
 def test_output_moderation_retracts_an_unsafe_answer_and_records_it(rules, settings, turn_of):
