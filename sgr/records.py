@@ -66,9 +66,13 @@ def plan_record_outputs_save(*, record: PlanRecord, decision: RoutingDecision, o
     record.action_overridden = decision.overridden
     record.routing_rule = decision.rule
     _outputs_set(record, outputs)
-    with transaction.atomic(savepoint=False):
-        record.save()
+    # Only what this step set: the planner's output (plan, arguments, verdict) is stored already.
+    record.save(update_fields=[*_ROUTING_FIELDS, *_OUTPUT_FIELDS, "updated_at"])
     return record
+
+
+_ROUTING_FIELDS = ("model_action", "final_action", "action_overridden", "routing_rule")
+_OUTPUT_FIELDS = ("context_synthetic", "ui_response", "template", "template_version", "metadata")
 
 
 def plan_record_save(
