@@ -103,8 +103,9 @@ if env.bool("DB_POOL", default=True):
 # DB_PREPARE_THRESHOLD=0 turns preparing off (e.g. behind a pgbouncer in transaction mode).
 _database_options = DATABASES["default"].setdefault("OPTIONS", {})
 _database_options.setdefault("server_side_binding", env.bool("DB_SERVER_SIDE_BINDING", default=True))
-if _database_options["server_side_binding"] and env.int("DB_PREPARE_THRESHOLD", default=5) > 0:
-    _database_options.setdefault("prepare_threshold", env.int("DB_PREPARE_THRESHOLD", default=5))
+_prepare_threshold = env.int("DB_PREPARE_THRESHOLD", default=5)
+if _database_options["server_side_binding"] and _prepare_threshold > 0:
+    _database_options.setdefault("prepare_threshold", _prepare_threshold)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

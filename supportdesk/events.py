@@ -41,14 +41,14 @@ BROADCAST_TIMEOUT = 10.0  # seconds; a stuck Redis must not hang a stage forever
 
 # One statement: the UPDATE takes the row lock that serializes emitters of one conversation
 # (so seqs are distinct and gap-free) and allocates the seq; the INSERT stores the event.
-_EMIT_SQL = (
-    f"WITH next AS (UPDATE {Conversation._meta.db_table} SET last_event_seq = last_event_seq + 1 "
-    "WHERE id = %s RETURNING last_event_seq, public_id) "
+_SEQ_NEXT = f"UPDATE {Conversation._meta.db_table} SET last_event_seq = last_event_seq + 1 WHERE id = %s"
+_SEQ_RETURNING = " RETURNING last_event_seq, public_id"
+_EVENT_INSERT = (
     f"INSERT INTO {TurnEvent._meta.db_table} (conversation_id, turn_id, seq, type, payload, created_at) "
     "SELECT %s, %s, next.last_event_seq, %s, %s::jsonb, %s FROM next "
     "RETURNING id, seq, (SELECT public_id FROM next)"
 )
-
+_EMIT_SQL = f"WITH next AS ({_SEQ_NEXT}{_SEQ_RETURNING}) {_EVENT_INSERT}"
 
 # The same, behind a conditional move of the turn to a new status: one statement, so atomic without a
 # transaction of its own (no BEGIN and COMMIT round trips); no row and nothing stored when the turn
@@ -56,12 +56,7 @@ _EMIT_SQL = (
 # transaction does.
 _STATUS_MOVE_EMIT_SQL = (
     f"WITH moved AS (UPDATE {Turn._meta.db_table} SET status = %s, updated_at = %s WHERE id = %s AND status = %s "
-    "RETURNING id), "
-    f"next AS (UPDATE {Conversation._meta.db_table} SET last_event_seq = last_event_seq + 1 "
-    "WHERE id = %s AND EXISTS (SELECT 1 FROM moved) RETURNING last_event_seq, public_id) "
-    f"INSERT INTO {TurnEvent._meta.db_table} (conversation_id, turn_id, seq, type, payload, created_at) "
-    "SELECT %s, %s, next.last_event_seq, 'status', %s::jsonb, %s FROM next "
-    "RETURNING id, seq, (SELECT public_id FROM next)"
+    f"RETURNING id), next AS ({_SEQ_NEXT} AND EXISTS (SELECT 1 FROM moved){_SEQ_RETURNING}) {_EVENT_INSERT}"
 )
 
 
@@ -93,7 +88,7 @@ def turn_status_move_emit(*, turn: Turn, status: str, expected: str) -> TurnEven
     with connection.cursor() as cursor:
         cursor.execute(
             _STATUS_MOVE_EMIT_SQL,
-            [status, now, turn.pk, expected, turn.conversation_id, turn.conversation_id, turn.pk,
+            [status, now, turn.pk, expected, turn.conversation_id, turn.conversation_id, turn.pk, "status",
              json.dumps(payload), now],
         )
         row = cursor.fetchone()
