@@ -218,6 +218,7 @@ def measure(results: list[dict[str, Any]], stub: StubProcess, answer_text: str,
     stage_cpu: dict[str, list[float]] = {}  # each stage's own thread
     token_events: list[float] = []  # token frames a client received (ANSWER_TOKEN_BATCH_MS and load)
     gaps: dict[str, list[float]] = {}
+    breakdown: list[tuple[float, dict[str, float]]] = []  # (overhead, its parts) per turn
     dropped = duplicated = wrong_text = 0
     for r in results:
         turn = Turn.objects.get(conversation__public_id=r["conversation"])
@@ -232,8 +233,14 @@ def measure(results: list[dict[str, Any]], stub: StubProcess, answer_text: str,
             if figures.get("cpu_ms") is not None:
                 stage_cpu.setdefault(name, []).append(float(figures["cpu_ms"]))
         hops.append((r["done"] - r["sent"]) * 1000 - sum(float(f["latency_ms"]) for f in stages.values()))
-        for name, value in gaps_outside_stages(r, turn, stages).items():
+        parts = gaps_outside_stages(r, turn, stages)
+        for name, value in parts.items():
             gaps.setdefault(name, []).append(value)
+        if parts:  # the overhead of this turn, part by part: the slowest turns' line
+            parts["guard"] = float(stages["guard"]["latency_ms"])
+            parts["sgr-model"] = float(stages["sgr"]["latency_ms"]) - (record.latency_ms or 0.0)
+            parts["answer-model"] = float(stages["answer"]["latency_ms"]) - float(answer.get("llm_wait_ms") or 0.0)
+            breakdown.append((overheads[-1], parts))
         if r["first_token"] is not None and r["text"] in first_chunk:
             ttft_gaps.append((r["first_token"] - first_chunk[r["text"]]) * 1000)
             token = TurnEvent.objects.filter(turn=turn, type="token").order_by("seq").first()
@@ -250,9 +257,17 @@ def measure(results: list[dict[str, Any]], stub: StubProcess, answer_text: str,
         wrong_text += tokens.strip() != answer_text or turn.status != "done"
     span = max(r["done"] for r in results) - min(r["sent"] for r in results)
     return {"turns": len(results), "per_minute": len(results) / span * 60 if span > 0 else float("nan"),
-            "sessions": sessions.peaks() if sessions else None, "overhead": overheads, "wall": walls, "hops": hops, "stage_ms": stage_ms, "stage_cpu": stage_cpu, "token_events": token_events, "gaps": gaps, "ttft_worker": ttft_worker,
+            "sessions": sessions.peaks() if sessions else None, "overhead": overheads, "wall": walls, "hops": hops, "stage_ms": stage_ms, "stage_cpu": stage_cpu, "token_events": token_events, "gaps": gaps, "slowest": slowest_parts(breakdown), "ttft_worker": ttft_worker,
             "ttft_delivery": ttft_delivery, "ttft_gap": ttft_gaps, "dropped": dropped,
             "duplicated": duplicated, "wrong_text": wrong_text}
+
+
+def slowest_parts(breakdown: list[tuple[float, dict[str, float]]]) -> dict[str, float]:
+    """The mean of each part of the overhead over the slowest tenth of turns (at least one)."""
+    worst = sorted(breakdown, key=lambda item: item[0], reverse=True)[:max(1, len(breakdown) // 10)]
+    if not worst:
+        return {}
+    return {name: sum(parts[name] for _, parts in worst) / len(worst) for name in worst[0][1]}
 
 
 def pct(values: list[float], q: float) -> float:
@@ -283,6 +298,9 @@ def report(name: str, m: dict[str, Any]) -> None:
         print(f"{'':<24} stage CPU ms (the stage's thread): {cpu}")
     gaps = "  ".join(f"{name} p50={pct(v, .5):.1f}" for name, v in m["gaps"].items())
     print(f"{'':<24} outside stages ms: {gaps}")
+    if m["slowest"]:  # "-model": the stage's wall time less its wait on the model
+        print(f"{'':<24} slowest tenth of turns, mean ms: "
+              + "  ".join(f"{name}={ms:.1f}" for name, ms in m["slowest"].items()))
     print(f"{'':<24} ttft gap split ms: LLM chunk -> token stored p50={pct(m['ttft_worker'], .5):.1f} "
           f"p95={pct(m['ttft_worker'], .95):.1f}  stored -> client p50={pct(m['ttft_delivery'], .5):.1f} "
           f"p95={pct(m['ttft_delivery'], .95):.1f}")
