@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from devstack.processes import ProcessGroup, StackError, free_port, require_port, say, tcp_ready, wait_until
+from devstack.processes import ProcessGroup, StackError, die_with_parent, free_port, require_port, say, tcp_ready, wait_until
 from devstack.localmodel import local_model_get
 from devstack.modelup import ModelBringUp, ServerArgv
 from devstack.secretkey import secret_key_env
@@ -226,7 +226,7 @@ def _with_throwaway_services(name: str, command: list[str], *, migrate: bool) ->
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
         if migrate:
             _manage("migrate", "--noinput", "-v", "0", env=env)
-        return subprocess.run(command, env=env, cwd=ROOT).returncode
+        return _child_run(command, env=env)
     except Stop:
         return 130
     except (StackError, subprocess.CalledProcessError) as exc:
@@ -235,6 +235,34 @@ def _with_throwaway_services(name: str, command: list[str], *, migrate: bool) ->
     finally:
         group.stop_all()
         shutil.rmtree(root, ignore_errors=True)
+
+
+CHILD_STOP_SECONDS = 30.0  # for pytest's teardown or a bench's cleanup after Ctrl-C / SIGTERM
+
+
+def _child_prepare() -> None:  # in the child, between fork and exec
+    # Started from a script in the background, this process has SIGINT ignored, and the child would
+    # inherit that: it must still stop on the SIGINT sent below.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    die_with_parent()
+
+
+def _child_run(command: list[str], *, env: dict[str, str]) -> int:
+    """Run pytest or a bench script to its end. Stopped, it gets time to clean up (pytest's teardown,
+    a bench stopping the workers and servers it started) before the services go: on SIGTERM it is
+    sent SIGINT; on Ctrl-C the terminal has sent it one already. SIGKILL only after CHILD_STOP_SECONDS."""
+    child = subprocess.Popen(command, env=env, cwd=ROOT, preexec_fn=_child_prepare)
+    try:
+        return child.wait()
+    except (Stop, KeyboardInterrupt) as stopped:
+        if isinstance(stopped, Stop) and child.poll() is None:
+            child.send_signal(signal.SIGINT)
+        try:
+            child.wait(CHILD_STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+        raise Stop("stopped") from None
 
 
 def main(argv: list[str]) -> int:

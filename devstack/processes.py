@@ -22,7 +22,11 @@ PR_SET_PDEATHSIG = 1
 PROGRESS_EVERY = 15.0  # seconds between "still waiting" lines of a long step
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
+def die_with_parent() -> None:
+    """Ask the kernel to send this process SIGTERM when its parent dies, however it dies (SIGKILL
+    too): a ``preexec_fn`` of a child started from the main thread, or a forked child's first call.
+    (The kernel watches the thread that forked: from another thread, the child would be stopped when
+    that thread ends.)"""
     try:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     except OSError:
@@ -165,7 +169,7 @@ class ProcessGroup:
             stderr=subprocess.STDOUT if output else None,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
         return Child(name=name, proc=proc, stop_signal=stop_signal)
 

@@ -63,7 +63,7 @@ from websockets.asyncio.client import connect  # noqa: E402
 
 from django.db import connection  # noqa: E402
 
-from devstack.processes import free_port  # noqa: E402
+from devstack.processes import die_with_parent, free_port  # noqa: E402
 from devstack.workers import worker_argv, worker_env, worker_specs  # noqa: E402
 from retrieval.models import Upload  # noqa: E402
 from retrieval.uploads import upload_create  # noqa: E402
@@ -99,6 +99,7 @@ class StubProcess:
 
 
 def _stub_serve(conn: Any, answer_text: str, plan_delay: float, chunk_delay: float) -> None:
+    die_with_parent()  # a bench killed outright leaves no stub behind
     stub = ScriptedLLM()
     stub.answer_text = answer_text
     stub.plan_delay, stub.chunk_delay = plan_delay, chunk_delay
@@ -125,14 +126,14 @@ def start_stack(stub: StubProcess, log_dir: Path) -> tuple[list[subprocess.Popen
     procs = [
         subprocess.Popen(worker_argv(spec, name=f"bench-{os.getpid()}", loglevel="WARNING"), env=worker_env(env),
                          cwd=ROOT, stdout=open(log_dir / f"worker-{spec.role}.log", "ab"), stderr=subprocess.STDOUT,
-                         start_new_session=True)
+                         start_new_session=True, preexec_fn=die_with_parent)
         for spec in worker_specs(env)
     ]
     procs.append(
         subprocess.Popen([sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1",
                           "--port", str(port), "--log-level", "warning", "--workers", os.environ.get("SD_WEB_WORKERS", "2")],
                          env=env, cwd=ROOT, stdout=open(log_dir / "uvicorn.log", "ab"), stderr=subprocess.STDOUT,
-                         start_new_session=True),
+                         start_new_session=True, preexec_fn=die_with_parent),
     )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60

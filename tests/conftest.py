@@ -22,6 +22,7 @@ import pytest
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
 
+from devstack.processes import die_with_parent, free_port
 from devstack.workers import WorkerSpec, worker_argv, worker_env, worker_specs
 from tests.llm_stub import ScriptedLLM
 
@@ -131,7 +132,7 @@ def worker_start(spec: WorkerSpec, env: dict[str, str], log_path: Path, name: st
     """One Celery worker of the run command's layout (``devstack.workers``), its output in ``log_path``."""
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(worker_argv(spec, name=name), env=worker_env(env), cwd=ROOT, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+                                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_parent)
     proc.log_path = log_path  # type: ignore[attr-defined]
     return proc
 
@@ -190,14 +191,13 @@ def celery_worker(django_db_setup: None, django_db_blocker: Any, llm_server: Scr
 
 def asgi_server_start(env: dict[str, str], log_path: Path, *options: str) -> tuple[subprocess.Popen, str]:
     """uvicorn serving the ASGI app on a free loopback port, once it answers; returns the process and its URL."""
-    from devstack.processes import free_port
-
     port = free_port()
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1",
              "--port", str(port), *options],
             env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=die_with_parent,
         )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30

@@ -19,6 +19,7 @@ import pytest
 from celery import Celery, chain
 from django.conf import settings
 
+from devstack.processes import die_with_parent
 from devstack.workers import worker_specs
 from sgr.models import PlanRecord
 from supportdesk.models import Turn, TurnEvent
@@ -49,6 +50,7 @@ def _worker(env: dict[str, str], name: str, log: Path) -> subprocess.Popen:
             [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", "guard,sgr,answer", "-c", "1",
              "--loglevel", "INFO", "-n", f"{name}-{os.getpid()}@%h"],
             env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=die_with_parent,
         )
 
 

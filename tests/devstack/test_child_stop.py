@@ -1,0 +1,69 @@
+"""Stopping leaves nothing behind: ``./sd bench`` / ``./sd test`` stopped with SIGTERM let their script
+clean up before the throw-away services go, and a process started with ``die_with_parent`` goes when
+its parent is killed outright."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from devstack.processes import wait_until
+from tests.conftest import ROOT
+from tests.devstack.test_sd_steps import _gone
+
+BENCH_SCRIPT = """
+import sys, time
+from pathlib import Path
+marker = Path(sys.argv[1])
+marker.write_text("running")
+try:
+    time.sleep(300)
+except KeyboardInterrupt:
+    marker.write_text("cleaned up")  # a bench stops its workers and servers here
+"""
+
+PARENT_SCRIPT = """
+import subprocess, sys, time
+from devstack.processes import die_with_parent
+child = subprocess.Popen(["sleep", "300"], preexec_fn=die_with_parent)
+print(child.pid, flush=True)
+time.sleep(300)
+"""
+
+
+def _sigint_ignored() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def test_a_bench_stopped_with_sigterm_is_interrupted_and_cleans_up_before_the_services_stop(tmp_path: Path) -> None:
+    script, marker = tmp_path / "bench_sleep.py", tmp_path / "marker"
+    script.write_text(BENCH_SCRIPT)
+    # Started as a shell starts a command in the background (`./sd bench ... &`): SIGINT ignored.
+    proc = subprocess.Popen([sys.executable, "-m", "devstack", "bench", str(script), str(marker)], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                            preexec_fn=_sigint_ignored)
+    try:
+        wait_until(lambda: marker.exists(), timeout=120, what="the bench script", proc=proc)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 130
+        assert marker.read_text() == "cleaned up"  # SIGINT to the script, not SIGKILL
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_a_child_started_with_die_with_parent_goes_when_its_parent_is_killed() -> None:
+    parent = subprocess.Popen([sys.executable, "-c", PARENT_SCRIPT], cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        child = int(parent.stdout.readline())
+        assert not _gone(child)
+        parent.kill()  # SIGKILL: no cleanup code of the parent runs
+        parent.wait(timeout=10)
+        wait_until(lambda: _gone(child), timeout=10, what="the child of the killed parent")
+    finally:
+        if parent.poll() is None:
+            parent.kill()
