@@ -10,9 +10,10 @@ without making the stage wait on Redis. Across processes a later event
 may overtake an earlier one, and a push may be lost; the consumer fills any gap
 in the sequence from the database (``supportdesk.consumers``), so a customer
 still gets every event once, in order. :func:`turn_events_flush` waits for this
-process's sends (of one conversation): after a turn's first token (time to first
-token), when a turn ends (no later event would reveal a lost push) and, for all
-of them, when a worker shuts down.
+process's sends (of one conversation): when a turn ends (no later event would
+reveal a lost push) and, for all of them, when a worker shuts down. A turn's
+first token is the exception: the stage's own thread sends it, and goes on once
+it is sent (``at_once``: time to first token).
 """
 
 from __future__ import annotations
@@ -65,8 +66,12 @@ def conversation_group(public_id: Any) -> str:
     return f"conversation.{public_id}"
 
 
-def turn_event_emit(*, turn: Turn, type: str, payload: dict[str, Any] | None = None) -> TurnEvent:
-    """Store one event with the next sequence number and broadcast it after commit."""
+def turn_event_emit(*, turn: Turn, type: str, payload: dict[str, Any] | None = None, at_once: bool = False) -> TurnEvent:
+    """Store one event with the next sequence number and broadcast it after commit.
+
+    ``at_once``: a customer waits for this one (a turn's first token): it is pushed from this thread,
+    which returns once it is sent, instead of being handed to the process's push thread (see
+    ``_Broadcaster.send_at_once``)."""
     payload = payload or {}
     created_at = timezone.now()
     with connection.cursor() as cursor:
@@ -77,7 +82,7 @@ def turn_event_emit(*, turn: Turn, type: str, payload: dict[str, Any] | None = N
         row = cursor.fetchone()
     if row is None:
         raise Conversation.DoesNotExist(f"conversation {turn.conversation_id} of turn {turn.pk} is gone")
-    return _stored(turn, type, payload, created_at, row)
+    return _stored(turn, type, payload, created_at, row, at_once=at_once)
 
 
 def turn_status_move_emit(*, turn: Turn, status: str, expected: str) -> TurnEvent | None:
@@ -98,7 +103,8 @@ def turn_status_move_emit(*, turn: Turn, status: str, expected: str) -> TurnEven
     return _stored(turn, "status", payload, now, row)
 
 
-def _stored(turn: Turn, type: str, payload: dict[str, Any], created_at: Any, row: tuple[Any, ...]) -> TurnEvent:
+def _stored(turn: Turn, type: str, payload: dict[str, Any], created_at: Any, row: tuple[Any, ...], *,
+            at_once: bool = False) -> TurnEvent:
     """The event just stored (``row``: its id, seq and conversation's public id), broadcast after commit."""
     event_id, seq, public_id = row
     event = TurnEvent(
@@ -109,7 +115,10 @@ def _stored(turn: Turn, type: str, payload: dict[str, Any], created_at: Any, row
     event._state.db = connection.alias
     frame = event.as_frame()
     conversation_id = turn.conversation_id
-    transaction.on_commit(lambda: _broadcaster().send(conversation_id, conversation_group(public_id), frame))
+    if at_once:
+        transaction.on_commit(lambda: _broadcaster().send_at_once(conversation_id, conversation_group(public_id), frame))
+    else:
+        transaction.on_commit(lambda: _broadcaster().send(conversation_id, conversation_group(public_id), frame))
     return event
 
 
@@ -143,6 +152,23 @@ class _Broadcaster:
             self._pending[conversation_id] = self._pending.get(conversation_id, 0) + 1
             self._queue.append((conversation_id, group, frame))
             self._wake.notify()
+
+    def send_at_once(self, conversation_id: int, group: str, frame: dict[str, Any]) -> None:
+        """Send from the calling thread, and return once sent: no hand-over to the push thread and back,
+        each a wait for the interpreter lock under load (time to first token). With frames of this
+        conversation still queued, or a publisher bound to the push thread's event loop, the frame
+        queues behind them and this waits for the queue instead (the order holds either way)."""
+        publisher = self._publisher
+        with self._lock:
+            queued = conversation_id in self._pending
+        if queued or not isinstance(publisher, _PubSubPublisher):
+            self.send(conversation_id, group, frame)
+            self.flush(conversation_id, BROADCAST_TIMEOUT)
+            return
+        try:
+            publisher.publish([(group, {"type": "turn.event", "frame": frame})])
+        except Exception:  # stored all the same: the client fills the gap
+            logger.exception("could not push event seq %s", frame.get("seq"))
 
     def flush(self, conversation_id: int | None, timeout: float) -> bool:
         def sent() -> bool:

@@ -11,8 +11,11 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
+from django.db import connection
+
 from supportdesk.events import _PubSubPublisher, turn_event_emit, turn_events_flush
 from supportdesk.models import Turn, TurnEvent
+from supportdesk.pipeline.answer.stage import token_emit
 from supportdesk.pipeline.submit import message_receive
 from supportdesk.services import conversation_create, turn_diagnostics_merge
 
@@ -115,11 +118,64 @@ def test_a_failing_push_loses_no_event_and_does_not_fail_the_stage(no_enqueue, m
 
     monkeypatch.setattr(_PubSubPublisher, "publish", broken)
     turn = message_receive(conversation=conversation_create().conversation, text="hello")
+    assert turn_events_flush(timeout=5)  # seq 1 tried (and failed) on its own, not in one batch with seq 2
     with caplog.at_level(logging.ERROR, logger="supportdesk.events"):
         event = turn_event_emit(turn=turn, type="status", payload={"status": "planning"})
         assert turn_events_flush(timeout=5)
     assert TurnEvent.objects.filter(pk=event.pk, seq=2).exists()  # a reconnecting client replays it
     assert "could not push event seq 2" in caplog.text
+
+
+@pytest.fixture
+def senders(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """(thread name, seq) of every frame pushed, by the real publisher."""
+    sent: list[tuple[str, int]] = []
+    real_publish = _PubSubPublisher.publish
+
+    def recorded(self: _PubSubPublisher, messages: list[tuple[str, dict[str, Any]]]) -> None:
+        real_publish(self, messages)
+        sent.extend((threading.current_thread().name, message["frame"]["seq"]) for _, message in messages)
+
+    monkeypatch.setattr(_PubSubPublisher, "publish", recorded)
+    return sent
+
+
+def test_a_turns_first_token_is_sent_by_the_stage_thread_before_it_reads_on_and_later_ones_by_the_push_thread(
+    no_enqueue, ws_client, senders
+):
+    created = conversation_create()
+    client = ws_client(_path(created))
+    assert client.connect()[0]
+    turn = message_receive(conversation=created.conversation, text="hello")
+    assert turn_events_flush(timeout=5)
+    token_emit(turn=turn, text="Hel")
+    # Sent when the call returns, from this thread: no hand-over to the push thread and back.
+    assert senders == [("turn-event-broadcast", 1), (threading.current_thread().name, 2)]
+    token_emit(turn=turn, text="lo")
+    assert turn_events_flush(timeout=5)
+    assert senders[2] == ("turn-event-broadcast", 3)
+    frames = [client.receive(timeout=5) for _ in range(3)]
+    assert [(f["seq"], f["type"]) for f in frames] == [(1, "status"), (2, "token"), (3, "token")]
+
+
+def test_a_frame_sent_at_once_waits_behind_frames_of_its_conversation_still_queued(no_enqueue, slow_layer):
+    turn = message_receive(conversation=conversation_create().conversation, text="hello")  # seq 1, held at the gate
+    returned = threading.Event()
+
+    def first_token() -> None:
+        try:
+            turn_event_emit(turn=turn, type="token", payload={"text": "Hi"}, at_once=True)
+            returned.set()
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=first_token, daemon=True)
+    thread.start()
+    assert not returned.wait(0.5) and slow_layer == []  # not sent ahead of seq 1, and still waiting
+    slow_layer.gate.set()
+    assert returned.wait(5)
+    thread.join(5)
+    assert [seq for _, seq in slow_layer] == [1, 2]
 
 
 def test_diagnostics_merge_keeps_what_other_stages_wrote(no_enqueue):

@@ -19,7 +19,7 @@ from supportdesk.pipeline.answer.final import FinalAnswer, final_answer_build
 from supportdesk.pipeline.answer.kb import KbResult, kb_attempt_mark, kb_search
 from supportdesk.pipeline.answer.markdown import answer_html
 from supportdesk.pipeline.answer.prefetch import plan_prefetch, prefetch_messages
-from supportdesk.events import turn_event_emit, turn_events_flush
+from supportdesk.events import turn_event_emit
 from supportdesk.llm import llm_client
 from supportdesk.models import Message, Turn, TurnEvent
 from supportdesk.selectors import context_history, turn_synthetic
@@ -129,10 +129,8 @@ def answer_stage_run(*, turn: Turn) -> None:
 def token_emit(*, turn: Turn, text: str) -> None:
     """One ``token`` event; the first is pushed before the stream is read on (time to first token)."""
     first = not getattr(turn, "_token_emitted", False)
-    turn_event_emit(turn=turn, type="token", payload={"text": text})
-    if first:
-        turn._token_emitted = True  # type: ignore[attr-defined]
-        turn_events_flush(conversation_id=turn.conversation_id)
+    turn_event_emit(turn=turn, type="token", payload={"text": text}, at_once=first)
+    turn._token_emitted = True  # type: ignore[attr-defined]
 
 
 def answer_restart_clear(*, turn: Turn) -> None:
