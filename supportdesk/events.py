@@ -9,11 +9,11 @@ channel layer in the order they were committed, in batches from one thread,
 without making the stage wait on Redis. Across processes a later event
 may overtake an earlier one, and a push may be lost; the consumer fills any gap
 in the sequence from the database (``supportdesk.consumers``), so a customer
-still gets every event once, in order. :func:`turn_events_flush` waits for this
-process's sends (of one conversation): when a turn ends (no later event would
-reveal a lost push) and, for all of them, when a worker shuts down. A turn's
-first token is the exception: the stage's own thread sends it, and goes on once
-it is sent (``at_once``: time to first token).
+still gets every event once, in order. Where a stage must know its events are
+out before it goes on (a turn's first token: time to first token; a turn's end: no
+later event would reveal a lost push), its own thread sends what of its conversation
+is still queued (``at_once``, :func:`turn_events_flush` of one conversation); a worker
+shutting down waits for every send.
 """
 
 from __future__ import annotations
@@ -123,16 +123,25 @@ def _stored(turn: Turn, type: str, payload: dict[str, Any], created_at: Any, row
 
 
 def turn_events_flush(*, conversation_id: int | None = None, timeout: float = BROADCAST_TIMEOUT) -> bool:
-    """Wait until this process has sent every committed event (of one conversation, when given);
+    """Return once this process has sent every committed event (of one conversation, when given:
+    the caller's thread sends those still queued itself, see ``_Broadcaster.flush_here``);
     False if that took too long."""
     broadcaster = _current
-    return broadcaster is None or broadcaster.pid != os.getpid() or broadcaster.flush(conversation_id, timeout)
+    if broadcaster is None or broadcaster.pid != os.getpid():
+        return True
+    if conversation_id is None:
+        return broadcaster.flush(conversation_id, timeout)
+    return broadcaster.flush_here(conversation_id, timeout)
 
 
 class _Broadcaster:
     """A thread that sends the frames committed in this process to the channel layer, in the order
     they were committed (so in order within each conversation), everything queued meanwhile in one
     batch: under a burst of hundreds of turns one Redis round trip carries many customers' events.
+
+    A thread that needs a conversation's frames sent before it goes on (a turn's first token, its
+    end) sends them itself (``flush_here``): handing them to the push thread and waiting for it
+    costs two waits for the interpreter lock under load, with the stage's CPU slot held meanwhile.
 
     One per process (recreated after a fork: Celery's prefork children get their own).
     """
@@ -144,31 +153,56 @@ class _Broadcaster:
         self._wake = threading.Condition(self._lock)  # frames to send (the sender thread)
         self._queue: deque[tuple[int, str, dict[str, Any]]] = deque()
         self._pending: dict[int, int] = {}  # conversation -> frames queued or being sent
+        self._sending: set[int] = set()  # conversations with frames in the push thread's batch now
         self._publisher = _publisher()
         threading.Thread(target=self._run, name="turn-event-broadcast", daemon=True).start()
 
-    def send(self, conversation_id: int, group: str, frame: dict[str, Any]) -> None:
+    def send(self, conversation_id: int, group: str, frame: dict[str, Any], *, wake: bool = True) -> None:
         with self._lock:
             self._pending[conversation_id] = self._pending.get(conversation_id, 0) + 1
             self._queue.append((conversation_id, group, frame))
-            self._wake.notify()
+            if wake:
+                self._wake.notify()
 
     def send_at_once(self, conversation_id: int, group: str, frame: dict[str, Any]) -> None:
-        """Send from the calling thread, and return once sent: no hand-over to the push thread and back,
-        each a wait for the interpreter lock under load (time to first token). With frames of this
-        conversation still queued, or a publisher bound to the push thread's event loop, the frame
-        queues behind them and this waits for the queue instead (the order holds either way)."""
+        """Send from the calling thread, behind any frame of this conversation still queued, and return
+        once sent (``flush_here``)."""
+        self.send(conversation_id, group, frame, wake=False)
+        self.flush_here(conversation_id, BROADCAST_TIMEOUT)
+
+    def flush_here(self, conversation_id: int, timeout: float) -> bool:
+        """Send this conversation's queued frames from the calling thread, in order, and return once
+        they are sent. Frames of it in the push thread's batch now (or a publisher bound to the push
+        thread's event loop): wait for the push thread instead, the order holding either way."""
         publisher = self._publisher
         with self._lock:
-            queued = conversation_id in self._pending
-        if queued or not isinstance(publisher, _PubSubPublisher):
-            self.send(conversation_id, group, frame)
-            self.flush(conversation_id, BROADCAST_TIMEOUT)
-            return
+            if conversation_id not in self._pending:
+                return True
+            if conversation_id in self._sending or not isinstance(publisher, _PubSubPublisher):
+                self._wake.notify()  # frames queued with wake=False: the push thread takes them
+                mine = None
+            else:
+                mine = [item for item in self._queue if item[0] == conversation_id]
+                self._queue = deque(item for item in self._queue if item[0] != conversation_id)
+        if mine is None or not isinstance(publisher, _PubSubPublisher):
+            return self.flush(conversation_id, timeout)
         try:
-            publisher.publish([(group, {"type": "turn.event", "frame": frame})])
-        except Exception:  # stored all the same: the client fills the gap
-            logger.exception("could not push event seq %s", frame.get("seq"))
+            publisher.publish([(group, {"type": "turn.event", "frame": frame}) for _, group, frame in mine])
+        except Exception:  # stored all the same: a client gets them on its next (re)connect, or fills the gap
+            logger.exception("could not push event seq %s (%d in the batch)", mine[0][2].get("seq"), len(mine))
+        with self._lock:
+            self._sent(mine)
+        return True
+
+    def _sent(self, items: list[tuple[int, str, dict[str, Any]]]) -> None:
+        """Frames sent (or given up): no longer pending. Called with the lock held."""
+        for conversation_id, _, _ in items:
+            left = self._pending[conversation_id] - 1
+            if left:
+                self._pending[conversation_id] = left
+            else:
+                del self._pending[conversation_id]
+        self._idle.notify_all()
 
     def flush(self, conversation_id: int | None, timeout: float) -> bool:
         def sent() -> bool:
@@ -184,19 +218,15 @@ class _Broadcaster:
                     self._wake.wait()
                 batch = list(self._queue)
                 self._queue.clear()
+                self._sending = {conversation_id for conversation_id, _, _ in batch}
             try:
                 if self._publisher is not None:  # no channel layer configured: events are still stored
                     self._publisher.publish([(group, {"type": "turn.event", "frame": frame}) for _, group, frame in batch])
             except Exception:  # stored all the same: a client gets them on its next (re)connect, or fills the gap
                 logger.exception("could not push event seq %s (%d in the batch)", batch[0][2].get("seq"), len(batch))
             with self._lock:
-                for conversation_id, _, _ in batch:
-                    left = self._pending[conversation_id] - 1
-                    if left:
-                        self._pending[conversation_id] = left
-                    else:
-                        del self._pending[conversation_id]
-                self._idle.notify_all()
+                self._sending = set()
+                self._sent(batch)
 
 
 class _PubSubPublisher:

@@ -11,7 +11,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
-from django.db import connection
+from django.db import connection, transaction
 
 from supportdesk.events import _PubSubPublisher, turn_event_emit, turn_events_flush
 from supportdesk.models import Turn, TurnEvent
@@ -176,6 +176,34 @@ def test_a_frame_sent_at_once_waits_behind_frames_of_its_conversation_still_queu
     assert returned.wait(5)
     thread.join(5)
     assert [seq for _, seq in slow_layer] == [1, 2]
+
+
+def test_a_turns_end_sends_its_queued_events_itself_while_the_push_thread_is_busy_with_others(no_enqueue, monkeypatch):
+    busy, entered, stuck = conversation_create(), threading.Event(), threading.Event()
+    sent: list[tuple[str, str, int]] = []
+
+    def publish(self: _PubSubPublisher, messages: list[tuple[str, dict[str, Any]]]) -> None:
+        if any(str(busy.conversation.public_id) in group for group, _ in messages):
+            entered.set()
+            stuck.wait(10)  # the push thread, stuck on another customer's batch (a slow Redis)
+        sent.extend((threading.current_thread().name, group, m["frame"]["seq"]) for group, m in messages)
+
+    monkeypatch.setattr(_PubSubPublisher, "publish", publish)
+    try:
+        message_receive(conversation=busy.conversation, text="hello")  # its push holds the push thread
+        assert entered.wait(5)
+        ending = message_receive(conversation=conversation_create().conversation, text="hi")  # queued behind
+        with transaction.atomic():  # a stage ends its turn: its last events, committed together
+            for text in ("a", "b"):
+                turn_event_emit(turn=ending, type="token", payload={"text": text})
+        assert turn_events_flush(conversation_id=ending.conversation_id, timeout=5)
+        mine = [(thread, seq) for thread, group, seq in sent if str(ending.conversation.public_id) in group]
+        me = threading.current_thread().name
+        assert mine == [(me, 1), (me, 2), (me, 3)]  # in order, by this thread, while the other is stuck
+        assert not stuck.is_set() and not turn_events_flush(conversation_id=busy.conversation.pk, timeout=0.1)
+    finally:
+        stuck.set()
+        turn_events_flush(timeout=5)
 
 
 def test_diagnostics_merge_keeps_what_other_stages_wrote(no_enqueue):
