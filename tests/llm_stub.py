@@ -225,6 +225,9 @@ def fake_embedding(text: str, dim: int) -> list[float]:
 
 
 class _Handler(BaseHTTPRequestHandler):
+    # TCP_NODELAY, as real model servers set it (uvicorn, Go's net/http): with Nagle's algorithm a
+    # streamed chunk written right after the headers waits for their delayed ACK, up to 40 ms.
+    disable_nagle_algorithm = True
     owner: ScriptedLLM
     protocol_version = "HTTP/1.1"
 
