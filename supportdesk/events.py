@@ -115,10 +115,12 @@ def _stored(turn: Turn, type: str, payload: dict[str, Any], created_at: Any, row
     event._state.db = connection.alias
     frame = event.as_frame()
     conversation_id = turn.conversation_id
-    if at_once:
-        transaction.on_commit(lambda: _broadcaster().send_at_once(conversation_id, conversation_group(public_id), frame))
-    else:
-        transaction.on_commit(lambda: _broadcaster().send(conversation_id, conversation_group(public_id), frame))
+
+    def push() -> None:
+        broadcaster = _broadcaster()
+        (broadcaster.send_at_once if at_once else broadcaster.send)(conversation_id, conversation_group(public_id), frame)
+
+    transaction.on_commit(push)
     return event
 
 
@@ -178,13 +180,13 @@ class _Broadcaster:
         with self._lock:
             if conversation_id not in self._pending:
                 return True
-            if conversation_id in self._sending or not isinstance(publisher, _PubSubPublisher):
-                self._wake.notify()  # frames queued with wake=False: the push thread takes them
-                mine = None
-            else:
+            mine = None
+            if conversation_id not in self._sending and isinstance(publisher, _PubSubPublisher):
                 mine = [item for item in self._queue if item[0] == conversation_id]
                 self._queue = deque(item for item in self._queue if item[0] != conversation_id)
-        if mine is None or not isinstance(publisher, _PubSubPublisher):
+            else:
+                self._wake.notify()  # frames queued with wake=False: the push thread takes them
+        if mine is None or not isinstance(publisher, _PubSubPublisher):  # (the second test: for the type checker)
             return self.flush(conversation_id, timeout)
         try:
             publisher.publish([(group, {"type": "turn.event", "frame": frame}) for _, group, frame in mine])
