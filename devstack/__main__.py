@@ -247,15 +247,26 @@ def _child_prepare() -> None:  # in the child, between fork and exec
     die_with_parent()
 
 
+def _interrupted_at_terminal() -> bool:
+    """True when a SIGINT to this process came from Ctrl-C at its terminal: this process group is the
+    terminal's foreground group, so the child (in the same group) got that SIGINT too."""
+    try:
+        return os.isatty(sys.stdin.fileno()) and os.tcgetpgrp(sys.stdin.fileno()) == os.getpgrp()
+    except (OSError, ValueError):
+        return False
+
+
 def _child_run(command: list[str], *, env: dict[str, str]) -> int:
     """Run pytest or a bench script to its end. Stopped, it gets time to clean up (pytest's teardown,
-    a bench stopping the workers and servers it started) before the services go: on SIGTERM it is
-    sent SIGINT; on Ctrl-C the terminal has sent it one already. SIGKILL only after CHILD_STOP_SECONDS."""
+    a bench stopping the workers and servers it started) before the services go: it is sent SIGINT,
+    unless Ctrl-C at the terminal has sent it one already (a second would cut its cleanup short).
+    SIGKILL only after CHILD_STOP_SECONDS."""
     child = subprocess.Popen(command, env=env, cwd=ROOT, preexec_fn=_child_prepare)
     try:
         return child.wait()
     except (Stop, KeyboardInterrupt) as stopped:
-        if isinstance(stopped, Stop) and child.poll() is None:
+        at_terminal = isinstance(stopped, KeyboardInterrupt) and _interrupted_at_terminal()
+        if not at_terminal and child.poll() is None:
             child.send_signal(signal.SIGINT)
         try:
             child.wait(CHILD_STOP_SECONDS)

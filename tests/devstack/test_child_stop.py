@@ -5,9 +5,11 @@ its parent is killed outright."""
 from __future__ import annotations
 
 import os
+import pty
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from devstack.processes import wait_until
@@ -25,6 +27,21 @@ except KeyboardInterrupt:
     marker.write_text("cleaned up")  # a bench stops its workers and servers here
 """
 
+SLOW_CLEANUP_SCRIPT = """
+import sys, time
+from pathlib import Path
+marker = Path(sys.argv[1])
+marker.write_text("running")
+try:
+    time.sleep(300)
+except KeyboardInterrupt:
+    try:
+        time.sleep(2)  # stopping workers and servers takes a while
+        marker.write_text("cleaned up")
+    except KeyboardInterrupt:
+        marker.write_text("interrupted again during cleanup")
+"""
+
 PARENT_SCRIPT = """
 import subprocess, sys, time
 from devstack.processes import die_with_parent
@@ -32,6 +49,14 @@ child = subprocess.Popen(["sleep", "300"], preexec_fn=die_with_parent)
 print(child.pid, flush=True)
 time.sleep(300)
 """
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 4096):
+            pass
+    except OSError:
+        pass  # the terminal closed
 
 
 def _sigint_ignored() -> None:
@@ -53,6 +78,45 @@ def test_a_bench_stopped_with_sigterm_is_interrupted_and_cleans_up_before_the_se
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_a_bench_sent_sigint_alone_not_from_a_terminal_passes_it_on_and_cleans_up(tmp_path: Path) -> None:
+    script, marker = tmp_path / "bench_sleep.py", tmp_path / "marker"
+    script.write_text(BENCH_SCRIPT)
+    # `kill -INT <pid of ./sd>` from a script: only ./sd gets the signal, the bench script does not.
+    proc = subprocess.Popen([sys.executable, "-m", "devstack", "bench", str(script), str(marker)], cwd=ROOT,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        wait_until(lambda: marker.exists(), timeout=120, what="the bench script", proc=proc)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 130
+        # Passed on as SIGINT: the script cleaned up (not killed after CHILD_STOP_SECONDS without it).
+        assert marker.read_text() == "cleaned up"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_ctrl_c_at_a_terminal_reaches_the_bench_once_so_its_cleanup_runs_to_the_end(tmp_path: Path) -> None:
+    script, marker = tmp_path / "bench_slow_cleanup.py", tmp_path / "marker"
+    script.write_text(SLOW_CLEANUP_SCRIPT)
+    pid, terminal = pty.fork()  # ./sd in the foreground of a terminal of its own
+    if pid == 0:
+        os.chdir(ROOT)
+        os.execv(sys.executable, [sys.executable, "-m", "devstack", "bench", str(script), str(marker)])
+    threading.Thread(target=_drain, args=(terminal,), daemon=True).start()  # its output must not fill the terminal
+    try:
+        wait_until(lambda: marker.exists(), timeout=120, what="the bench script")
+        os.write(terminal, b"\x03")  # Ctrl-C: the terminal sends SIGINT to ./sd and the script alike
+        wait_until(lambda: os.waitpid(pid, os.WNOHANG)[0] == pid, timeout=60, what="./sd to stop")
+        assert marker.read_text() == "cleaned up"
+    finally:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.close(terminal)
 
 
 def test_a_child_started_with_die_with_parent_goes_when_its_parent_is_killed() -> None:
