@@ -24,19 +24,8 @@ marker.write_text("running")
 try:
     time.sleep(300)
 except KeyboardInterrupt:
-    marker.write_text("cleaned up")  # a bench stops its workers and servers here
-"""
-
-SLOW_CLEANUP_SCRIPT = """
-import sys, time
-from pathlib import Path
-marker = Path(sys.argv[1])
-marker.write_text("running")
-try:
-    time.sleep(300)
-except KeyboardInterrupt:
     try:
-        time.sleep(2)  # stopping workers and servers takes a while
+        time.sleep(float(sys.argv[2]) if len(sys.argv) > 2 else 0)  # stopping workers and servers takes a while
         marker.write_text("cleaned up")
     except KeyboardInterrupt:
         marker.write_text("interrupted again during cleanup")
@@ -99,12 +88,12 @@ def test_a_bench_sent_sigint_alone_not_from_a_terminal_passes_it_on_and_cleans_u
 
 
 def test_ctrl_c_at_a_terminal_reaches_the_bench_once_so_its_cleanup_runs_to_the_end(tmp_path: Path) -> None:
-    script, marker = tmp_path / "bench_slow_cleanup.py", tmp_path / "marker"
-    script.write_text(SLOW_CLEANUP_SCRIPT)
+    script, marker = tmp_path / "bench_sleep.py", tmp_path / "marker"
+    script.write_text(BENCH_SCRIPT)
     pid, terminal = pty.fork()  # ./sd in the foreground of a terminal of its own
     if pid == 0:
         os.chdir(ROOT)
-        os.execv(sys.executable, [sys.executable, "-m", "devstack", "bench", str(script), str(marker)])
+        os.execv(sys.executable, [sys.executable, "-m", "devstack", "bench", str(script), str(marker), "2"])
     threading.Thread(target=_drain, args=(terminal,), daemon=True).start()  # its output must not fill the terminal
     try:
         wait_until(lambda: marker.exists(), timeout=120, what="the bench script")
