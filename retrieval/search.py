@@ -28,6 +28,7 @@ import numpy as np
 import psycopg
 from django.conf import settings
 from django.db import connection
+from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 
 from retrieval.embedders import embedder_get
 from retrieval.language import language_detect, ts_config_for
@@ -284,7 +285,10 @@ def _simple_query_cursor() -> Any:
     """A cursor that binds its parameters client-side, so several statements go as one simple query
     (the connection's own cursors bind server-side, one statement each: ``server_side_binding``)."""
     connection.ensure_connection()
-    return connection._prepare_cursor(psycopg.ClientCursor(connection.connection))  # type: ignore[attr-defined]
+    connection.validate_thread_sharing()
+    # Wrapped as Django wraps its own (errors translated, queries logged when logging is on).
+    wrapper = CursorDebugWrapper if connection.queries_logged else CursorWrapper
+    return wrapper(psycopg.ClientCursor(connection.connection), connection)
 
 
 def _hits_load(ids: list[int], vector: str | None) -> dict[int, ChunkHit]:
