@@ -92,8 +92,11 @@ def test_ctrl_c_at_a_terminal_reaches_the_bench_once_so_its_cleanup_runs_to_the_
     script.write_text(BENCH_SCRIPT)
     pid, terminal = pty.fork()  # ./sd in the foreground of a terminal of its own
     if pid == 0:
-        os.chdir(ROOT)
-        os.execv(sys.executable, [sys.executable, "-m", "devstack", "bench", str(script), str(marker), "2"])
+        try:
+            os.chdir(ROOT)
+            os.execv(sys.executable, [sys.executable, "-m", "devstack", "bench", str(script), str(marker), "2"])
+        finally:
+            os._exit(127)  # never back into pytest in the forked child
     threading.Thread(target=_drain, args=(terminal,), daemon=True).start()  # its output must not fill the terminal
     try:
         wait_until(lambda: marker.exists(), timeout=120, what="the bench script")
@@ -103,8 +106,9 @@ def test_ctrl_c_at_a_terminal_reaches_the_bench_once_so_its_cleanup_runs_to_the_
     finally:
         try:
             os.killpg(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass  # stopped and reaped above
         os.close(terminal)
 
 
