@@ -11,6 +11,9 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from devstack.processes import wait_until
 from tests.conftest import ROOT
@@ -52,44 +55,43 @@ def _sigint_ignored() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def test_a_bench_stopped_with_sigterm_is_interrupted_and_cleans_up_before_the_services_stop(tmp_path: Path) -> None:
-    script, marker = tmp_path / "bench_sleep.py", tmp_path / "marker"
+@pytest.fixture
+def bench_script(tmp_path: Path) -> tuple[Path, Path]:
+    """A bench script that writes its state to a marker file, and that marker."""
+    script = tmp_path / "bench_sleep.py"
     script.write_text(BENCH_SCRIPT)
-    # Started as a shell starts a command in the background (`./sd bench ... &`): SIGINT ignored.
+    return script, tmp_path / "marker"
+
+
+def _stopped_bench_cleans_up(bench_script: tuple[Path, Path], stop: signal.Signals, **popen_options: Any) -> None:
+    """``./sd bench`` started with ``popen_options``, then sent ``stop``: it ends (130) after its script cleaned up."""
+    script, marker = bench_script
     proc = subprocess.Popen([sys.executable, "-m", "devstack", "bench", str(script), str(marker)], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                            preexec_fn=_sigint_ignored)
+                            **popen_options)
     try:
         wait_until(lambda: marker.exists(), timeout=120, what="the bench script", proc=proc)
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(stop)
         assert proc.wait(timeout=60) == 130
-        assert marker.read_text() == "cleaned up"  # SIGINT to the script, not SIGKILL
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-
-
-def test_a_bench_sent_sigint_alone_not_from_a_terminal_passes_it_on_and_cleans_up(tmp_path: Path) -> None:
-    script, marker = tmp_path / "bench_sleep.py", tmp_path / "marker"
-    script.write_text(BENCH_SCRIPT)
-    # `kill -INT <pid of ./sd>` from a script: only ./sd gets the signal, the bench script does not.
-    proc = subprocess.Popen([sys.executable, "-m", "devstack", "bench", str(script), str(marker)], cwd=ROOT,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
-    try:
-        wait_until(lambda: marker.exists(), timeout=120, what="the bench script", proc=proc)
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=60) == 130
-        # Passed on as SIGINT: the script cleaned up (not killed after CHILD_STOP_SECONDS without it).
+        # SIGINT passed on to the script, which cleaned up (not killed after CHILD_STOP_SECONDS without it).
         assert marker.read_text() == "cleaned up"
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
 
 
-def test_ctrl_c_at_a_terminal_reaches_the_bench_once_so_its_cleanup_runs_to_the_end(tmp_path: Path) -> None:
-    script, marker = tmp_path / "bench_sleep.py", tmp_path / "marker"
-    script.write_text(BENCH_SCRIPT)
+def test_a_bench_stopped_with_sigterm_is_interrupted_and_cleans_up_before_the_services_stop(bench_script) -> None:
+    # Started as a shell starts a command in the background (`./sd bench ... &`): SIGINT ignored.
+    _stopped_bench_cleans_up(bench_script, signal.SIGTERM, preexec_fn=_sigint_ignored)
+
+
+def test_a_bench_sent_sigint_alone_not_from_a_terminal_passes_it_on_and_cleans_up(bench_script) -> None:
+    # `kill -INT <pid of ./sd>` from a script: only ./sd gets the signal, the bench script does not.
+    _stopped_bench_cleans_up(bench_script, signal.SIGINT, stdin=subprocess.DEVNULL)
+
+
+def test_ctrl_c_at_a_terminal_reaches_the_bench_once_so_its_cleanup_runs_to_the_end(bench_script) -> None:
+    script, marker = bench_script
     pid, terminal = pty.fork()  # ./sd in the foreground of a terminal of its own
     if pid == 0:
         try:
