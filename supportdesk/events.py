@@ -132,7 +132,7 @@ def turn_events_flush(*, conversation_id: int | None = None, timeout: float = BR
     if broadcaster is None or broadcaster.pid != os.getpid():
         return True
     if conversation_id is None:
-        return broadcaster.flush(conversation_id, timeout)
+        return broadcaster.flush(None, timeout)
     return broadcaster.flush_here(conversation_id, timeout)
 
 
@@ -176,17 +176,17 @@ class _Broadcaster:
         """Send this conversation's queued frames from the calling thread, in order, and return once
         they are sent. Frames of it in the push thread's batch now (or a publisher bound to the push
         thread's event loop): wait for the push thread instead, the order holding either way."""
-        publisher = self._publisher
+        publisher = self._publisher if isinstance(self._publisher, _PubSubPublisher) else None
+        mine: list[tuple[int, str, dict[str, Any]]] = []
         with self._lock:
             if conversation_id not in self._pending:
                 return True
-            mine = None
-            if conversation_id not in self._sending and isinstance(publisher, _PubSubPublisher):
+            if publisher is not None and conversation_id not in self._sending:
                 mine = [item for item in self._queue if item[0] == conversation_id]
                 self._queue = deque(item for item in self._queue if item[0] != conversation_id)
             else:
                 self._wake.notify()  # frames queued with wake=False: the push thread takes them
-        if mine is None or not isinstance(publisher, _PubSubPublisher):  # (the second test: for the type checker)
+        if publisher is None or not mine:
             return self.flush(conversation_id, timeout)
         try:
             publisher.publish([(group, {"type": "turn.event", "frame": frame}) for _, group, frame in mine])
