@@ -10,6 +10,7 @@ import io
 import re
 from dataclasses import dataclass, field
 from pathlib import PurePath
+from typing import Any
 
 SUPPORTED_EXTENSIONS: dict[str, str] = {
     ".md": "markdown", ".markdown": "markdown",
@@ -154,7 +155,9 @@ def _parse_markdown(text: str) -> ParsedDocument:
     return ParsedDocument(title=title or first_heading, sections=sections)
 
 
-_HTML_BLOCKS = ("p", "li", "pre", "blockquote", "dt", "dd", "td", "th", "figcaption")
+# A table row is one block, its cells joined by " | ": a value stays on the line of the item it belongs
+# to (cells as separate paragraphs let a reader, or a small model, take the value of the next row).
+_HTML_BLOCKS = ("p", "li", "pre", "blockquote", "dt", "dd", "tr", "td", "th", "figcaption")
 _HTML_HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 
 
@@ -178,6 +181,7 @@ def _parse_html(text: str) -> ParsedDocument:
 
     root = soup.body or soup
     first_heading = ""
+    term: int | None = None  # the line of the definition term a following <dd> joins
     for element in root.find_all([*_HTML_HEADINGS, *_HTML_BLOCKS]):
         if element.name in _HTML_HEADINGS:
             flush()
@@ -187,16 +191,36 @@ def _parse_html(text: str) -> ParsedDocument:
             first_heading = first_heading or heading
             path = [(lvl, h) for lvl, h in path if lvl < level] + [(level, heading)]
         elif element.find_parent(_HTML_BLOCKS) is None:  # nested blocks are inside their parent's text
-            block = element.get_text(" ", strip=True)
-            if block:
+            block = _block_text(element)
+            if block and element.name == "dd" and term is not None and lines[term:] == [lines[term], ""]:
+                # A definition starts with its term ("work_mem (integer): Sets ..."): a value in it stays
+                # with the name it belongs to, as a table row's does.
+                lines[term:] = [f"{lines[term]}: {block}", ""]
+                term = None
+            elif block:
+                term = len(lines) if element.name == "dt" else None
                 lines.append(("- " if element.name == "li" else "") + block)
-                if element.name != "li":
+                if element.name not in ("li", "tr"):
                     lines.append("")
     flush()
     if not sections:  # no block markup at all: take the visible text
         body = root.get_text("\n", strip=True)
         sections = [Section(heading_path=[], text=body)] if body else []
     return ParsedDocument(title=title or first_heading, sections=sections)
+
+
+def _block_text(element: Any) -> str:
+    """A block's text on one line (a paragraph's source line breaks are not the text's); code keeps its lines."""
+    if element.name == "tr":
+        return _row_text(element)
+    text = element.get_text(" ", strip=True)
+    return text if element.name == "pre" else " ".join(text.split())
+
+
+def _row_text(row: Any) -> str:
+    """A table row as one line: its cells' texts joined by " | " (empty cells kept, so columns line up)."""
+    cells = row.find_all(["td", "th"], recursive=False)
+    return " | ".join(" ".join(cell.get_text(" ", strip=True).split()) for cell in cells).strip(" |")
 
 
 def _parse_text(text: str) -> ParsedDocument:

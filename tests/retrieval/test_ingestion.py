@@ -215,3 +215,28 @@ def test_markdown_chunks_keep_link_text_and_lose_targets_images_and_escapes(stub
     assert "Mail mailto:help@example.test." in text
     assert "https://example.test" not in text and "img/settings.png" not in text and "[1]" not in text
     assert "keep [raw](code) \\- here" in text  # code is kept as written
+
+
+def test_an_html_table_row_stays_one_line_so_a_value_keeps_its_item(stub_embedder, write_files):
+    """Cells as separate paragraphs let a reader take the value of the next row (the limits-table failure)."""
+    page = ("<html><body><h1>Limits</h1><table><tr><th>Item</th><th>Upper Limit</th><th>Comment</th></tr>"
+            "<tr><td>columns per table</td><td>1,600</td><td>further limited\n  by tuple size</td></tr>"
+            "<tr><td>columns in a result set</td><td>1,664</td><td></td></tr></table></body></html>")
+    kb_ingest_paths(paths=[str(write_files({"limits.html": page}))])
+    lines = " ".join(c.text for c in _chunks("limits.html")).splitlines()
+    assert "Item | Upper Limit | Comment" in lines
+    assert "columns per table | 1,600 | further limited by tuple size" in lines
+    assert "columns in a result set | 1,664" in lines
+
+
+def test_an_html_definition_starts_with_its_term(stub_embedder, write_files):
+    page = ("<html><body><h1>Autovacuum</h1><dl><dt>autovacuum_vacuum_threshold (integer)</dt>"
+            "<dd><p>Minimum number of updated tuples.\n The default is 50 tuples.</p></dd>"
+            "<dt>autovacuum_vacuum_insert_threshold (integer)</dt><dd><p>The default is 1000 tuples.</p></dd></dl>"
+            "<pre>vacuum\n  analyze</pre></body></html>")
+    kb_ingest_paths(paths=[str(write_files({"autovacuum.html": page}))])
+    lines = " ".join(c.text for c in _chunks("autovacuum.html")).splitlines()
+    assert ("autovacuum_vacuum_threshold (integer): Minimum number of updated tuples. The default is 50 tuples."
+            in lines)
+    assert "autovacuum_vacuum_insert_threshold (integer): The default is 1000 tuples." in lines
+    assert "  analyze" in lines  # code keeps its lines
