@@ -1,0 +1,94 @@
+"""Does the knowledge base cover a request? Decided in code from what the searches found.
+
+Two signals, both computed without a model:
+
+- ``dense``: the calibrated relevance (``retrieval.confidence``) of the best knowledge-base
+  match for the customer's message: how close the knowledge base comes to the topic;
+- ``terms``: the share of the message's content terms (``retrieval.terms``) that appear in
+  the articles the answer would be written from. A plausible question on a topic the
+  knowledge base does not hold ("my invoices page shows error 500") sits close to the
+  product's articles in the embedding, but its key word ("invoices") is in none of them.
+
+Words cannot be compared across languages, so for a message whose language differs from
+every article's, or one with fewer than two content words, the decision rests on ``dense``
+alone, with its own cut point (``dense_cross``).
+The cut points are settings (``ANSWER_COVERAGE_*``); ``manage.py calibrate_coverage``
+prints them for a knowledge base and a labelled question set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from django.conf import settings
+from pydantic import BaseModel, Field
+
+from retrieval.language import language_detect
+from retrieval.terms import term_stems
+
+CoverageRule = str  # "no_articles" | "dense_high" | "terms" | "dense_only"
+MIN_TERMS = 2  # fewer content words (a short follow-up: "and the login?") say too little: the dense signal decides
+
+
+class CoverageCuts(BaseModel):
+    """The cut points of :func:`coverage_assess` (the settings by default)."""
+
+    dense_high: float  # covered whatever the words, at or above this relevance
+    dense_min: float  # below this relevance nothing is covered
+    terms_min: float  # share of the message's terms found in the articles, same language
+    dense_cross: float  # covered at or above this relevance when the languages differ
+
+    @classmethod
+    def from_settings(cls) -> CoverageCuts:
+        return cls(dense_high=settings.ANSWER_COVERAGE_DENSE_HIGH, dense_min=settings.ANSWER_COVERAGE_DENSE_MIN,
+                   terms_min=settings.ANSWER_COVERAGE_TERMS_MIN, dense_cross=settings.ANSWER_COVERAGE_DENSE_CROSS)
+
+
+class Coverage(BaseModel):
+    covered: bool
+    rule: CoverageRule
+    dense: float | None = None
+    terms: float | None = None  # None: no content term, or no article in the message's language
+    missing: list[str] = Field(default_factory=list)  # the message's words found in no article
+
+    @property
+    def score(self) -> float:
+        """One 0..1 figure for the customer's confidence: the weaker of the two signals."""
+        dense = self.dense or 0.0
+        return dense if self.terms is None else min(dense, self.terms)
+
+
+def coverage_assess(*, message: str, language: str, dense: float | None, articles: Iterable[str],
+                    cuts: CoverageCuts | None = None) -> Coverage:
+    """Whether ``articles`` (the texts the answer would be written from) cover ``message``."""
+    return coverage_decide(coverage_measure(message=message, language=language, dense=dense, articles=articles),
+                           cuts or CoverageCuts.from_settings())
+
+
+def coverage_measure(*, message: str, language: str, dense: float | None, articles: Iterable[str]) -> Coverage:
+    """The two signals, not yet decided (``covered`` is False): the costly part, done once per request."""
+    texts = [text for text in articles if text.strip()]
+    if not texts:
+        return Coverage(covered=False, rule="no_articles", dense=dense)
+    same = [text for text in texts if language_detect(text, default=language) == language]
+    asked = term_stems(message)
+    if not same or len(asked) < MIN_TERMS:
+        return Coverage(covered=False, rule="dense_only", dense=dense)
+    found = set().union(*(term_stems(text) for text in same))
+    missing = sorted({w.strip(".,;:!?()\"'«»") for w in message.split() if term_stems(w) and term_stems(w) <= asked - found})
+    return Coverage(covered=False, rule="terms", dense=dense, terms=round(len(asked & found) / len(asked), 3),
+                    missing=missing)
+
+
+def coverage_decide(measured: Coverage, cuts: CoverageCuts) -> Coverage:
+    """The decision on measured signals: no articles, never; another language or too few words, the dense
+    signal against its own cut; else a very close match, or a close enough one whose words the articles hold."""
+    dense = measured.dense or 0.0
+    if measured.rule == "no_articles":
+        return measured
+    if measured.rule == "dense_only":
+        return measured.model_copy(update={"covered": dense >= cuts.dense_cross})
+    if dense >= cuts.dense_high:
+        return measured.model_copy(update={"covered": True, "rule": "dense_high"})
+    covered = dense >= cuts.dense_min and (measured.terms or 0.0) >= cuts.terms_min
+    return measured.model_copy(update={"covered": covered, "rule": "terms"})

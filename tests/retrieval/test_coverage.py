@@ -1,0 +1,88 @@
+"""Coverage before the answer: the words and the dense signal; the cut points fitted by calibrate_coverage."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from retrieval.coverage import CoverageCuts, coverage_assess
+from retrieval.terms import term_stems
+
+CUTS = CoverageCuts(dense_min=0.3, terms_min=0.6, dense_high=1.01, dense_cross=0.7)
+WIDGET = "Add the widget to any page with one script tag. The data-theme attribute sets the dark theme."
+WIDGET_RU = "Добавьте виджет на страницу одним тегом script. Атрибут data-theme включает тёмную тему."
+
+
+def test_terms_are_content_words_by_stem():
+    assert term_stems("How do I reset my password, please?") == {"reset", "passw"}
+    assert term_stems("files") == term_stems("file")
+    assert term_stems("Как сменить пароль?") == {"смени", "парол"}
+
+
+def test_a_plausible_question_whose_key_word_is_in_no_article_is_not_covered():
+    covered = coverage_assess(message="How do I switch the widget to the dark theme?", language="en", dense=0.8,
+                              articles=[WIDGET], cuts=CUTS)
+    assert covered.covered and covered.rule == "terms" and covered.terms == 0.75 and covered.missing == ["switch"]
+    invoices = coverage_assess(message="My invoices page shows error 500 since yesterday", language="en",
+                               dense=0.8, articles=[WIDGET], cuts=CUTS)
+    assert not invoices.covered and "invoices" in invoices.missing and invoices.terms < 0.6
+    far = coverage_assess(message="How do I switch the widget to the dark theme?", language="en", dense=0.1,
+                          articles=[WIDGET], cuts=CUTS)
+    assert not far.covered  # words alone are not enough when the topic is far
+
+
+def test_no_articles_or_another_language_and_the_strong_match_rule():
+    assert coverage_assess(message="Dark theme?", language="en", dense=0.99, articles=[], cuts=CUTS).rule == "no_articles"
+    across = coverage_assess(message="Как включить тёмную тему?", language="ru", dense=0.75, articles=[WIDGET], cuts=CUTS)
+    assert across.covered and across.rule == "dense_only" and across.terms is None
+    short = coverage_assess(message="And login?", language="en", dense=0.75, articles=[WIDGET], cuts=CUTS)
+    assert short.covered and short.rule == "dense_only"  # a follow-up: too few words to judge by words
+    assert not coverage_assess(message="Как включить тёмную тему?", language="ru", dense=0.5, articles=[WIDGET],
+                               cuts=CUTS).covered
+    same = coverage_assess(message="Как включить тёмную тему виджета?", language="ru", dense=0.5,
+                           articles=[WIDGET, WIDGET_RU], cuts=CUTS)
+    assert same.covered and same.rule == "terms"
+    strong = coverage_assess(message="Billing invoices", language="en", dense=0.99, articles=[WIDGET],
+                             cuts=CUTS.model_copy(update={"dense_high": 0.95}))
+    assert strong.covered and strong.rule == "dense_high"
+
+
+@pytest.mark.django_db
+def test_calibrate_coverage_prints_cut_points_fitted_apart_from_the_held_out_part(tmp_path, settings):
+    from retrieval.ingestion import kb_ingest_paths
+
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    (folder / "widget.md").write_text("# Widget\n\n" + WIDGET, encoding="utf-8")
+    (folder / "keys.md").write_text("# API keys\n\nStaff create API keys in the admin; a key is shown only once.",
+                                    encoding="utf-8")
+    kb_ingest_paths(paths=[str(folder)])
+    rows = [
+        {"text": "How do I turn on the dark theme of the widget?", "expected_action": "normal",
+         "expected_article": "widget", "split": "dev"},
+        {"text": "Where do staff create API keys?", "expected_action": "normal", "expected_article": "keys",
+         "split": "dev"},
+        {"text": "How do I get a refund for my annual subscription?", "expected_action": "no_answer", "split": "dev"},
+        {"text": "Do you support single sign-on with Okta?", "expected_action": "no_answer", "split": "dev"},
+        {"text": "Can the widget script tag go on any page?", "expected_action": "normal",
+         "expected_article": "widget", "split": "held_out"},
+        {"text": "What does the Pro plan cost per month?", "expected_action": "no_answer", "split": "held_out"},
+        {"text": "Buy cheap watches", "expected_action": "block"},  # neither: skipped
+    ]
+    questions = tmp_path / "q.jsonl"
+    questions.write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
+    out = io.StringIO()
+    call_command("calibrate_coverage", questions=[questions], no_progress=True, stdout=out)
+    text = out.getvalue()
+    assert "questions: 4 to fit, 2 held out" in text
+    fitted = text.split("fitted:")[1]
+    assert "covered kept 100.0% of 2" in fitted.splitlines()[1] and "uncovered passed   0.0% of 2" in fitted
+    assert "held-out part" in fitted and "ANSWER_COVERAGE_TERMS_MIN=" in text
+
+    only_covered = tmp_path / "c.jsonl"
+    only_covered.write_text(json.dumps(rows[0]), encoding="utf-8")
+    with pytest.raises(CommandError, match="covered and uncovered"):
+        call_command("calibrate_coverage", questions=[only_covered], no_progress=True, stdout=io.StringIO())
