@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field, ValidationError
 from guard.screening import message_screen
 from sgr.planner import PlanningContext, plan_request
 from sgr.routing import route
-from sgr.schema import ACTIONS, Action
+from sgr.schema import PLAN_ACTIONS, PlanAction
 from supportdesk.llm import llm_client
 from supportdesk.pipeline.plan import kb_relevance_measure
 
@@ -27,7 +27,7 @@ ERROR = "error"  # the guardian failed closed or the model was unreachable: no r
 
 class LabelledMessage(BaseModel):
     text: str = Field(min_length=1)
-    expected_action: Action
+    expected_action: PlanAction  # no answer stage runs here, so never no_answer
     language: str = "en"
 
 
@@ -74,7 +74,7 @@ def labelled_read(path: Path) -> list[LabelledMessage]:
             detail = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
             raise LabelledFileError(
                 f"line {number}: expected {{\"text\", \"expected_action\"}} with expected_action one of "
-                f"{', '.join(ACTIONS)} ({detail})"
+                f"{', '.join(PLAN_ACTIONS)} ({detail})"
             ) from exc
     return items
 
@@ -106,7 +106,7 @@ def routing_metrics(pairs: Iterable[tuple[str, str]]) -> RoutingReport:
     """
     pairs = list(pairs)
     seen = {label for pair in pairs for label in pair}
-    labels = [*ACTIONS, *sorted(seen - set(ACTIONS))]
+    labels = [*PLAN_ACTIONS, *sorted(seen - set(PLAN_ACTIONS))]
     index = {label: i for i, label in enumerate(labels)}
     matrix = [[0] * len(labels) for _ in labels]
     for expected, predicted in pairs:

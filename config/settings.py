@@ -367,6 +367,28 @@ ANSWER_TOKEN_BATCH_MAX_MS = env.float("ANSWER_TOKEN_BATCH_MAX_MS", default=500.0
 # Retrieval relevance (0..1) at or above which the customer sees high / medium confidence.
 ANSWER_CONFIDENCE_HIGH = env.float("ANSWER_CONFIDENCE_HIGH", default=0.8)
 ANSWER_CONFIDENCE_MEDIUM = env.float("ANSWER_CONFIDENCE_MEDIUM", default=0.45)
+# Coverage before the answer (retrieval/coverage.py; `manage.py calibrate_coverage` prints them for a
+# knowledge base): a `normal` turn whose searches do not cover the request ends `no_answer` without
+# an answer-model call. Relevances are on retrieval's calibrated scale; TERMS_MIN is the share of the
+# message's content words found in the articles given to the model.
+ANSWER_COVERAGE = env.bool("ANSWER_COVERAGE", default=True)
+ANSWER_COVERAGE_DENSE_MIN = env.float("ANSWER_COVERAGE_DENSE_MIN", default=0.3)
+ANSWER_COVERAGE_TERMS_MIN = env.float("ANSWER_COVERAGE_TERMS_MIN", default=0.6)
+ANSWER_COVERAGE_DENSE_HIGH = env.float("ANSWER_COVERAGE_DENSE_HIGH", default=1.01)
+ANSWER_COVERAGE_DENSE_CROSS = env.float("ANSWER_COVERAGE_DENSE_CROSS", default=0.7)
+# Grounding after the answer (supportdesk/pipeline/answer/grounding.py): a sentence without values is
+# supported by an article holding TERMS_MIN of its content words; an answer with less than MIN_SHARE of
+# its checked sentences supported is replaced (by the article line holding QUOTE_MIN of the question's
+# words when QUOTE is on and one does, else by the no_answer reply).
+# Knowledge gaps (analytics/gaps.py): two unanswered questions whose embeddings are at least this
+# cosine-similar are shown as one gap (the local embedder: the same question in English and Russian
+# 0.87-0.91, unrelated support questions up to 0.85).
+GAPS_SIMILARITY = env.float("GAPS_SIMILARITY", default=0.86)
+ANSWER_GROUNDING = env.bool("ANSWER_GROUNDING", default=True)
+ANSWER_GROUNDING_TERMS_MIN = env.float("ANSWER_GROUNDING_TERMS_MIN", default=0.5)
+ANSWER_GROUNDING_MIN_SHARE = env.float("ANSWER_GROUNDING_MIN_SHARE", default=0.5)
+ANSWER_GROUNDING_QUOTE = env.bool("ANSWER_GROUNDING_QUOTE", default=True)
+ANSWER_GROUNDING_QUOTE_MIN = env.float("ANSWER_GROUNDING_QUOTE_MIN", default=0.6)
 # Customer messages accepted per conversation / per client IP in a rolling minute (0: no limit).
 RATE_LIMIT_CONVERSATION_PER_MINUTE = env.int("RATE_LIMIT_CONVERSATION_PER_MINUTE", default=20)
 RATE_LIMIT_IP_PER_MINUTE = env.int("RATE_LIMIT_IP_PER_MINUTE", default=120)

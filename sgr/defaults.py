@@ -28,6 +28,9 @@ TEMPLATE_VARIABLES: frozenset[str] = frozenset(
         "response",
         "clarify_intro",
         "clarify_outro",
+        "searched",
+        "searched_intro",
+        "handoff_offer",
     }
 )
 
@@ -149,6 +152,24 @@ DEFAULT_TEMPLATES: dict[tuple[str, str], str] = {
 
 ## Response
 {{ response }}""",
+    ("no_answer", "en"): _ANALYSIS_EN
+    + """
+- Searched: {{ searched }}
+- Action: the knowledge base does not cover this request; nothing was answered
+
+## Response
+{{ response }} {{ searched_intro }} {{ searched }}.
+
+{{ handoff_offer }}""",
+    ("no_answer", "ru"): _ANALYSIS_RU
+    + """
+- Поиск: {{ searched }}
+- Действие: база знаний не покрывает этот запрос; ответ не составлялся
+
+## Response
+{{ response }} {{ searched_intro }} {{ searched }}.
+
+{{ handoff_offer }}""",
     ("guardian_block", "ru"): """## Analysis
 - Намерение: {{ user_intent }}
 - Проверка безопасности: {{ guardian_level }}

@@ -191,6 +191,8 @@ class PlanRecord(models.Model):
     latency_ms = models.FloatField(default=0.0)
     guardian = models.JSONField(default=dict, blank=True)
     kb_relevance = models.FloatField(null=True, blank=True)
+    # Grounding: the share of the answer's checked sentences its articles support (None: not checked).
+    answer_supported_share = models.FloatField(null=True, blank=True)
     clarify_parent = models.ForeignKey(
         "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="clarify_follow_ups"
     )

@@ -108,11 +108,14 @@ def plan_record_save(
 
 
 def plan_record_answer_save(
-    *, record: PlanRecord | None, prompt_tokens: int | None, searched_queries: list[str], answer_text: str
+    *, record: PlanRecord | None, prompt_tokens: int | None, searched_queries: list[str], answer_text: str,
+    supported_share: float | None = None,
 ) -> None:
-    """Record the answer stage's prompt tokens and the plan-to-answer consistency on the turn's record."""
+    """Record the answer stage's prompt tokens, the plan-to-answer consistency and the share of the answer's
+    checked sentences its articles support (grounding) on the turn's record."""
     if record is None or not record.plan:
         return
+    record.answer_supported_share = supported_share
     planned = list(record.plan.get("subqueries") or [])
     steps = " ".join(record.plan.get("action_plan") or [])
     record.answer_prompt_tokens = prompt_tokens
@@ -125,10 +128,12 @@ def plan_record_answer_save(
             "searched_queries": searched_queries,
             "subquery_coverage": record.subquery_coverage,
             "plan_answer_rouge_l": record.plan_answer_rouge_l,
+            "supported_share": supported_share,
         },
     }
     record.save(  # one UPDATE, no transaction of its own
-        update_fields=["answer_prompt_tokens", "subquery_coverage", "plan_answer_rouge_l", "metadata", "updated_at"]
+        update_fields=["answer_prompt_tokens", "subquery_coverage", "plan_answer_rouge_l", "answer_supported_share",
+                       "metadata", "updated_at"]
     )
 
 

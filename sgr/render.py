@@ -26,6 +26,7 @@ RESPONSE_KEYS: dict[str, str] = {
     "clarify": "sgr_clarify_outro",
     "block": "sgr_spam_response",
     "guardian_block": "sgr_guardian_response",
+    "no_answer": "sgr_no_answer_response",
 }
 TEMPLATES_SNAPSHOT = "response_templates"
 
@@ -44,6 +45,7 @@ class RenderedOutputs(BaseModel):
     context_synthetic: str
     ui_response: str
     response: str = ""
+    shown: str = ""  # the response section as the customer reads it (no intent line)
     template_id: int | None = None
     template_version: int | None = None
 
@@ -80,7 +82,8 @@ def _lines(items: list[str], *, numbered: bool, none: str) -> str:
 
 
 def template_values(
-    *, plan: Plan | None, action: Action, verdict: Verdict, language: str, kb_relevance: float | None = None
+    *, plan: Plan | None, action: Action, verdict: Verdict, language: str, kb_relevance: float | None = None,
+    searched: list[str] | None = None,
 ) -> dict[str, str]:
     """Every whitelisted variable as a plain, flattened string (see :data:`sgr.defaults.TEMPLATE_VARIABLES`)."""
     none = ui_string("sgr_value_none", language)
@@ -109,34 +112,43 @@ def template_values(
         "response": value_flatten(ui_string(RESPONSE_KEYS[action], language)),
         "clarify_intro": value_flatten(ui_string("sgr_clarify_intro", language)),
         "clarify_outro": value_flatten(ui_string("sgr_clarify_outro", language)),
+        # What a no_answer turn searched for: the customer's words and the plan's sub-queries.
+        "searched": "; ".join(f"\u201c{value_flatten(q)}\u201d" for q in searched or []) or none,
+        "searched_intro": value_flatten(ui_string("sgr_no_answer_searched_intro", language)),
+        "handoff_offer": value_flatten(ui_string("sgr_no_answer_handoff", language)),
     }
 
 
 def outputs_render(
-    *, plan: Plan | None, action: Action, verdict: Verdict, language: str, kb_relevance: float | None = None
+    *, plan: Plan | None, action: Action, verdict: Verdict, language: str, kb_relevance: float | None = None,
+    searched: list[str] | None = None, intent_shown: bool = True,
 ) -> RenderedOutputs:
-    """The context synthetic message and the customer's UI response of one turn."""
+    """The context synthetic message and the customer's UI response of one turn (``intent_shown``: whether
+    the customer reads the plan's intent line, see :mod:`sgr.intent`)."""
     template = template_choose(action=action, language=language)
     outputs = body_render(
-        body=template.body, plan=plan, action=action, verdict=verdict, language=language, kb_relevance=kb_relevance
+        body=template.body, plan=plan, action=action, verdict=verdict, language=language, kb_relevance=kb_relevance,
+        searched=searched, intent_shown=intent_shown,
     )
     return outputs.model_copy(update={"template_id": template.id, "template_version": template.version})
 
 
 def body_render(
-    *, body: str, plan: Plan | None, action: Action, verdict: Verdict, language: str, kb_relevance: float | None = None
+    *, body: str, plan: Plan | None, action: Action, verdict: Verdict, language: str, kb_relevance: float | None = None,
+    searched: list[str] | None = None, intent_shown: bool = True,
 ) -> RenderedOutputs:
     """The outputs of a template ``body`` (valid, sectioned): what a stored template or an editor preview shows."""
-    values = template_values(plan=plan, action=action, verdict=verdict, language=language, kb_relevance=kb_relevance)
+    values = template_values(plan=plan, action=action, verdict=verdict, language=language, kb_relevance=kb_relevance,
+                             searched=searched)
     sections = sections_split(body)
     analysis = text_render(sections[ANALYSIS], values).strip()
     response = text_render(sections[RESPONSE], values).strip()
     synthetic = f"## {ANALYSIS}\n{analysis}\n\n## {RESPONSE}\n{response}"
     # The customer reads plain text: no heading can start there, so no markdown escape is shown.
     shown = text_render(sections[RESPONSE], {name: value_unescape(value) for name, value in values.items()}).strip()
-    intent = " ".join(plan.user_intent.split()) if plan else ""
+    intent = " ".join(plan.user_intent.split()) if plan and intent_shown else ""
     ui = f"{ui_string('user_intent_prefix', language)} {intent}\n\n{shown}" if intent else shown
-    return RenderedOutputs(context_synthetic=synthetic, ui_response=ui, response=response)
+    return RenderedOutputs(context_synthetic=synthetic, ui_response=ui, response=response, shown=shown)
 
 
 def value_unescape(value: str) -> str:

@@ -6,11 +6,11 @@ from django.conf import settings
 from pydantic import BaseModel
 
 from guard.verdict import Verdict
-from sgr.schema import Action, Plan
+from sgr.schema import Action, Plan, PlanAction
 
 
 class RoutingDecision(BaseModel):
-    model_action: Action
+    model_action: PlanAction
     final_action: Action
     rule: str  # which DT-002 row matched (or let the turn through)
     overridden: bool
@@ -46,3 +46,13 @@ def _kb_vouches(kb_relevance: float | None) -> bool:
         and kb_relevance is not None
         and kb_relevance >= settings.SGR_KB_RELEVANCE_HIGH
     )
+
+
+def coverage_route(*, decision: RoutingDecision, covered: bool, grounded: bool = True) -> RoutingDecision:
+    """DT-002's last row, applied after the plan's searches (and again after the answer's grounding check):
+    a ``normal`` turn whose request the knowledge base does not cover, or whose answer is too little
+    supported by the articles, ends ``no_answer``: the customer is told plainly, nothing is invented."""
+    if decision.final_action != "normal" or (covered and grounded):
+        return decision
+    rule = "kb_not_covered" if not covered else "answer_not_grounded"
+    return RoutingDecision(model_action=decision.model_action, final_action="no_answer", rule=rule, overridden=True)

@@ -15,8 +15,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-Action = Literal["normal", "clarify", "block", "guardian_block"]
-ACTIONS: tuple[Action, ...] = ("normal", "clarify", "block", "guardian_block")
+# What the planning model may choose.
+PlanAction = Literal["normal", "clarify", "block", "guardian_block"]
+PLAN_ACTIONS: tuple[PlanAction, ...] = ("normal", "clarify", "block", "guardian_block")
+# Every final action: the plan's, and ``no_answer``, which only the code decides (DT-002, after the plan's
+# searches: the knowledge base does not cover the request, or the answer's sentences are not grounded).
+Action = Literal["normal", "clarify", "block", "guardian_block", "no_answer"]
+ACTIONS: tuple[Action, ...] = (*PLAN_ACTIONS, "no_answer")
 
 TOOL_NAME = "analyse_user_request"
 
@@ -96,7 +101,7 @@ class Plan(BaseModel):
         max_length=5,
         description="REASONING STEP 5 - Confidence: at most 5 things that are unclear about the request.",
     )
-    action: Action = Field(
+    action: PlanAction = Field(
         description=(
             "REASONING STEP 6 - Action: 'normal' (answer from the knowledge base), 'clarify' (the request "
             "is ambiguous: ask one question), 'block' (spam or off-topic) or 'guardian_block' "
@@ -186,7 +191,7 @@ def plan_compact_json_schema() -> dict[str, Any]:
         f"REASONING STEP 3 - Search: 1 to {COMPACT_MAX_SUBQUERIES} short, distinct knowledge-base search queries "
         "that together would answer the request."))
     action = properties["action"]
-    answered = {**properties, "action": {**action, "enum": [a for a in ACTIONS if a != "clarify"]}}
+    answered = {**properties, "action": {**action, "enum": [a for a in PLAN_ACTIONS if a != "clarify"]}}
     asked = {**properties, "action": {**action, "enum": ["clarify"]},
              "clarification_question": {**full["properties"]["clarification_question"], "minLength": 1}}
     return {"anyOf": [

@@ -51,6 +51,15 @@ BUILTIN_STRINGS: dict[str, dict[str, str]] = {
         "en": "I can only help with questions about our product and services.",
         "ru": "Я могу помочь только с вопросами о нашем продукте и услугах.",
     },
+    "sgr_no_answer_response": {
+        "en": "Our help center has nothing on this yet, so I won't guess.",
+        "ru": "В нашей базе знаний пока нет ответа на этот вопрос, поэтому я не буду гадать.",
+    },
+    "sgr_no_answer_searched_intro": {"en": "I searched for:", "ru": "Я искал:"},
+    "sgr_no_answer_handoff": {
+        "en": "A person from our support team can help with this.",
+        "ru": "С этим вопросом поможет сотрудник нашей поддержки.",
+    },
     "sgr_guardian_response": {
         "en": "I can't help with that request.",
         "ru": "Я не могу помочь с этим запросом.",
@@ -112,6 +121,7 @@ BUILTIN_STRINGS: dict[str, dict[str, str]] = {
         "en": "The search was cut short; the answer may miss details.",
         "ru": "Поиск был прерван; в ответе могут отсутствовать детали.",
     },
+    "answer_quote_intro": {"en": "From \u201c{title}\u201d:", "ru": "Из статьи \u00ab{title}\u00bb:"},
     "answer_follow_up_more": {"en": "Tell me more about {title}", "ru": "Расскажите подробнее: {title}"},
     "answer_empty": {
         "en": "I could not put an answer together. Please rephrase your question.",

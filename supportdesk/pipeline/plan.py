@@ -17,6 +17,7 @@ from guard.verdict import Level, Verdict
 from retrieval.signals import kb_relevance
 from sgr.models import PlanRecord
 from sgr.planner import PlanningContext, plan_request
+from sgr.intent import intent_grounded
 from sgr.records import plan_record_get, plan_record_outputs_save, plan_record_planner_save
 from sgr.render import outputs_render
 from sgr.routing import route
@@ -107,6 +108,15 @@ def reply_language(*, turn: Turn, plan: Plan) -> str:
     return planned if planned in {code for code, _ in settings.LANGUAGES} else turn.language
 
 
+INTENT_CONTEXT_TURNS = 3  # a follow-up ("and the login?") is understood with the customer's messages before it
+
+
+def _recent_words(turn: Turn) -> str:
+    """The customer's message and their last few messages before it: what the intent line may speak of."""
+    earlier = [t.user_message.text for t in turns_before(turn=turn)[-INTENT_CONTEXT_TURNS:]]
+    return "\n".join([*earlier, turn.user_message.text])
+
+
 def plan_stage_run(*, turn: Turn) -> None:
     if turn.status != Turn.Status.PLANNING:
         return
@@ -118,7 +128,9 @@ def plan_stage_run(*, turn: Turn) -> None:
         decision = route(plan=plan, verdict=verdict, kb_relevance=record.kb_relevance)
         action = decision.final_action
         outputs = outputs_render(
-            plan=plan, action=action, verdict=verdict, language=language, kb_relevance=record.kb_relevance
+            plan=plan, action=action, verdict=verdict, language=language, kb_relevance=record.kb_relevance,
+            intent_shown=intent_grounded(intent=plan.user_intent, message=turn.user_message.text)
+            or intent_grounded(intent=plan.user_intent, message=_recent_words(turn)),
         )
         log.outcome = action
         log.tokens = {"prompt": record.prompt_tokens, "completion": record.completion_tokens}

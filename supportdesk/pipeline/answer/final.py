@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 from django.conf import settings
 from pydantic import BaseModel, Field
@@ -20,12 +20,21 @@ ConfidenceLevel = Literal["high", "medium", "low"]
 class FinalAnswer(BaseModel):
     text: str
     sources: list[KbSource] = Field(default_factory=list, description="The cited articles, by number.")
-    confidence: ConfidenceLevel = "low"
+    confidence: ConfidenceLevel | None = "low"  # None: a no_answer reply claims nothing
     confidence_score: float | None = None  # retrieval's best relevance; staff only
     limitations: list[str] = Field(default_factory=list)
     follow_ups: list[str] = Field(default_factory=list, max_length=3)
     invalid_citations: list[int] = Field(default_factory=list)
     attributed_citations: list[int] = Field(default_factory=list)  # named by word overlap, not by the model
+    no_answer: bool = False  # the no_answer reply (DT-002), not an answer
+    quoted: bool = False  # an article line shown verbatim in place of an unsupported answer
+    supported_share: float | None = None  # grounded sentences among those checked; staff only
+    grounding: list[dict[str, Any]] = Field(default_factory=list)  # per sentence; staff only
+    coverage: dict[str, Any] | None = None  # the coverage check's signals; staff only
+
+    # What only staff see: never in the customer's answer event.
+    STAFF_ONLY: ClassVar[frozenset[str]] = frozenset({
+        "confidence_score", "invalid_citations", "attributed_citations", "supported_share", "grounding", "coverage"})
 
 
 def confidence_level(score: float | None) -> ConfidenceLevel:
@@ -37,12 +46,15 @@ def confidence_level(score: float | None) -> ConfidenceLevel:
 
 
 def final_answer_build(
-    *, text: str, searches: list[KbResult], follow_ups: list[str], hit_limit: bool, language: str
+    *, text: str, searches: list[KbResult], follow_ups: list[str], hit_limit: bool, language: str,
+    coverage_score: float | None = None, supported_share: float | None = None,
 ) -> FinalAnswer:
     """Resolve ``[n]`` against what the searches returned; drop numbers nothing was found for.
 
-    The confidence is retrieval's (the best relevance over the searches), capped
-    at low when the answer cites nothing: the model's own certainty is not asked.
+    The confidence is retrieval's (the best relevance over the searches), lowered to the coverage
+    check's score when there is one (``coverage_score``), capped at medium when some checked
+    sentence was not supported (``supported_share`` < 1), and at low when the answer cites
+    nothing: the model's own certainty is not asked.
     """
     known: dict[int, KbSource] = {}
     for result in searches:
@@ -65,7 +77,11 @@ def final_answer_build(
     clean = SPACED_CITATION.sub(lambda m: m.group(0) if int(m.group(1)) in known else "", text).strip()
     scores = [r.confidence for r in searches if r.confidence is not None]
     score = max(scores) if scores else None
+    if score is not None and coverage_score is not None:
+        score = min(score, coverage_score)
     level = confidence_level(score) if cited else "low"
+    if level == "high" and supported_share is not None and supported_share < 1.0:
+        level = "medium"
     limitations: list[str] = []
     if any(r.error for r in searches):
         limitations.append(ui_string("answer_limit_kb_unavailable", language))

@@ -18,7 +18,9 @@ from supportdesk.pipeline.answer.batching import TokenBatcher
 from supportdesk.pipeline.answer.final import FinalAnswer, final_answer_build
 from supportdesk.pipeline.answer.kb import KbResult, kb_attempt_mark, kb_search
 from supportdesk.pipeline.answer.markdown import answer_html
-from supportdesk.pipeline.answer.prefetch import plan_prefetch, prefetch_messages
+from supportdesk.pipeline.answer.prefetch import plan_prefetch, plan_queries, prefetch_messages
+from supportdesk.pipeline.answer.trust import (
+    answer_coverage, answer_grounding, grounding_fails, no_answer_reply, quote_answer, quote_best)
 from supportdesk.events import turn_event_emit
 from supportdesk.llm import llm_client
 from supportdesk.models import Message, Turn, TurnEvent
@@ -94,6 +96,16 @@ def answer_stage_run(*, turn: Turn) -> None:
         search = functools.partial(kb_search, numbered_after=kb_attempt_mark(turn_id=turn.pk))
         prefetched = plan_prefetch(turn_id=turn.pk, language=language, record=record, message=turn.user_message.text,
                                    search=search)
+        coverage = answer_coverage(turn=turn, record=record, prefetched=prefetched)
+        queries = plan_queries(record, turn.user_message.text)
+        if coverage is not None and not coverage.covered:  # DT-002: no_answer, and no answer-model call
+            log.outcome = "no_answer"
+            final = no_answer_reply(turn=turn, record=record, covered=False, grounded=True, queries=queries)
+            final.coverage = coverage.model_dump()
+            answer_save(turn=turn, final=final, diagnostics={"coverage": coverage.model_dump()})
+            plan_record_answer_save(record=record, prompt_tokens=None, searched_queries=queries,
+                                    answer_text=final.text)
+            return
         tokens = TokenBatcher(lambda text: token_emit(turn=turn, text=text), settings.ANSWER_TOKEN_BATCH_MS,
                               per_second=settings.ANSWER_TOKEN_EVENTS_PER_SECOND,
                               max_ms=settings.ANSWER_TOKEN_BATCH_MAX_MS)
@@ -109,21 +121,45 @@ def answer_stage_run(*, turn: Turn) -> None:
             outcome.searches.insert(0, prefetched)
         log.tokens = {"prompt": outcome.prompt_tokens, "completion": outcome.completion_tokens}
         # The stream was filtered; the stored text is checked again, whatever the model wrote (DT-004).
+        text = answer_text_clean(text=outcome.text, synthetic=turn_synthetic(turn, record))
+        grounding = answer_grounding(text=text, searches=outcome.searches, language=language)
         final = final_answer_build(
-            text=answer_text_clean(text=outcome.text, synthetic=turn_synthetic(turn, record)), searches=outcome.searches, follow_ups=outcome.follow_ups,
-            hit_limit=outcome.hit_limit, language=language,
+            text=grounding.text if grounding is not None else text, searches=outcome.searches,
+            follow_ups=outcome.follow_ups, hit_limit=outcome.hit_limit, language=language,
+            coverage_score=coverage.score if coverage is not None else None,
+            supported_share=grounding.supported_share if grounding is not None else None,
         )
+        if grounding is not None and grounding_fails(grounding):
+            final = answer_replace(turn=turn, record=record, searches=outcome.searches, queries=queries)
+        if grounding is not None:
+            final = final.model_copy(update={
+                "supported_share": grounding.supported_share, "coverage": coverage.model_dump() if coverage else None,
+                "grounding": [s.model_dump() for s in grounding.sentences]})
         # Output moderation (off by default) may retract the streamed text and replace it.
         text = answer_moderate(turn=turn, text=final.text)
         if text != final.text:
             final = final.model_copy(update={"text": text, "sources": [], "follow_ups": []})
-        log.outcome = "done"
+        log.outcome = "no_answer" if final.no_answer else "done"
         answer_save(turn=turn, final=final, diagnostics=agent_diagnostics(outcome))
         # The injection-mode A/B measures; the answer is already saved whatever happens here.
         plan_record_answer_save(
             record=record, prompt_tokens=outcome.prompt_tokens or None,
-            searched_queries=[q for s in outcome.searches for q in (s.queries or [s.query])], answer_text=text,
+            searched_queries=[q for s in outcome.searches for q in (s.queries or [s.query])], answer_text=final.text,
+            supported_share=final.supported_share,
         )
+
+
+def answer_replace(*, turn: Turn, record: PlanRecord | None, searches: list[KbResult], queries: list[str]
+                   ) -> FinalAnswer:
+    """An answer too little supported by its articles: the streamed text is retracted, and the article line
+    that answers the question is shown verbatim with its citation, or else the no_answer reply."""
+    turn_event_emit(turn=turn, type="retract", payload={"reason": "not_grounded", "text": ""})
+    quoted = quote_best(question=turn.user_message.text, searches=searches)
+    if quoted is not None:
+        line, source = quoted
+        return FinalAnswer(text=quote_answer(line=line, source=source, language=turn.language), sources=[source],
+                           confidence="medium", quoted=True)
+    return no_answer_reply(turn=turn, record=record, covered=True, grounded=False, queries=queries)
 
 
 def token_emit(*, turn: Turn, text: str) -> None:
@@ -158,7 +194,7 @@ def agent_diagnostics(outcome: AgentOutcome) -> dict[str, Any]:
 
 def answer_save(*, turn: Turn, final: FinalAnswer, diagnostics: dict[str, Any]) -> None:
     """Store the answer message and the structured answer, emit citations and the answer, end the turn."""
-    public = {**final.model_dump(exclude={"confidence_score", "invalid_citations", "attributed_citations"}), "html": answer_html(final.text),
+    public = {**final.model_dump(exclude=set(FinalAnswer.STAFF_ONLY)), "html": answer_html(final.text),
               # The labels around this answer, in its language (it may differ from the widget's).
               "language": turn.language,
               "strings": {key: ui_string(key, turn.language) for key in ANSWER_LABEL_KEYS}}

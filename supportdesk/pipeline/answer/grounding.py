@@ -1,0 +1,212 @@
+"""Grounding after the answer: every sentence checked against the articles the model was given.
+
+A sentence is *supported* by an article when
+
+- the values it states (numbers with their units, commands, settings, identifiers:
+  :func:`values_of`) stand together in one line of the article (a table row, a definition with
+  its term, a paragraph) or one of its sentences, which also holds the words the values answer:
+  at least two of the sentence's content terms that the article has at all (one when it has
+  only one). A limit read from the neighbouring table row is in the article, but not on a line
+  with the sentence's words or setting name, so it is not supported;
+- and, for a sentence without values, at least ``ANSWER_GROUNDING_TERMS_MIN`` of its content
+  terms (``retrieval.terms``) are in the article.
+
+Words cannot be compared across languages: a sentence in another language than every
+article is *unverified*, kept as written and left out of the supported share (its values must
+still be in a cited article). Sentences without content terms ("Hope this helps!") are
+*neutral*. A citation stays only on a sentence its article supports; an unsupported sentence
+is dropped; a supported sentence that cites nothing, or cites the wrong article, gets the
+number of the article that supports it best.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from retrieval.language import language_detect
+from retrieval.terms import term_stems
+
+CITATION = re.compile(r"\s*\[(\d{1,3})\]")
+SENTENCE_END = re.compile(r"(?<=[.!?…])\s+(?=[^\s\[])")
+LIST_MARK = re.compile(r"^\s*(?:[-*•]|\d{1,2}[.)])\s+")
+NUMBER = re.compile(r"(?<![\w.])[-+]?\d[\d,.\u00a0\u202f ]*\d(?![\w])|(?<![\w.])\d(?![\w])")
+UNIT = re.compile(r"\s*(%|[a-zA-Zа-яА-ЯёЁ]{1,12})")
+CODE = re.compile(r"`([^`]{1,80})`")
+IDENTIFIER = re.compile(r"(?<![\w-])(--?[a-z][\w-]+|[A-Za-z]+(?:[_-][A-Za-z0-9]+)+|[A-Z]{2,}[A-Z0-9]*|[a-z]+[A-Z]\w*)(?![\w-])")
+UNIT_WORDS = frozenset("""
+b kb mb gb tb pb byte bytes kib mib gib tib ms s sec secs second seconds min mins minute minutes h hour hours
+day days week weeks month months year years digit digits row rows page pages column columns char chars
+character characters % percent x times mhz ghz kbit mbit gbit rub usd eur
+байт кб мб гб тб мс сек секунд секунды минут минуты час часа часов дней дня день недель месяцев лет
+""".split())
+Status = Literal["supported", "unsupported", "unverified", "neutral"]
+
+
+class SentenceGrounding(BaseModel):
+    text: str  # as shown, without citation numbers
+    status: Status
+    cited: list[int] = Field(default_factory=list)  # the model's numbers
+    supported_by: list[int] = Field(default_factory=list)  # articles supporting it, best first
+    values: list[str] = Field(default_factory=list)
+    missing_values: list[str] = Field(default_factory=list)  # values no article line holds with its words
+    citation: int | None = None  # the number it carries in the grounded answer
+
+
+class Grounding(BaseModel):
+    sentences: list[SentenceGrounding]
+    text: str  # the grounded answer: unsupported sentences dropped, citations corrected
+
+    @property
+    def counted(self) -> list[SentenceGrounding]:
+        return [s for s in self.sentences if s.status in ("supported", "unsupported")]
+
+    @property
+    def supported_share(self) -> float | None:
+        """Supported sentences among those that could be checked; None when none could."""
+        counted = self.counted
+        return None if not counted else round(sum(s.status == "supported" for s in counted) / len(counted), 3)
+
+    @property
+    def citations(self) -> list[int]:
+        return sorted({s.citation for s in self.sentences if s.citation is not None})
+
+
+def value_norm(value: str) -> str:
+    return re.sub(r"[\s,\u00a0\u202f]", "", value.lower()).rstrip(".")
+
+
+def values_of(text: str) -> list[str]:
+    """Numbers with the unit after them, code spans and identifiers (settings, commands, flags)."""
+    found: list[str] = []
+    for match in NUMBER.finditer(text):
+        number = match.group(0).strip().rstrip(".,")
+        unit = UNIT.match(text, match.end())
+        word = unit.group(1).lower() if unit else ""
+        found.append(f"{number} {word}" if word in UNIT_WORDS else number)
+    found += [m.group(1).strip() for m in CODE.finditer(text)]
+    found += [m.group(1) for m in IDENTIFIER.finditer(CODE.sub(" ", text)) if m.group(1).lower() not in UNIT_WORDS]
+    return list(dict.fromkeys(v for v in found if v))
+
+
+def _units(text: str) -> list[str]:
+    """An article's lines (a table row, a definition with its term, a paragraph) and each line's sentences."""
+    units: list[str] = []
+    for line in text.splitlines():
+        if line.strip():
+            units.append(line)
+            parts = SENTENCE_END.split(line) if "|" not in line else []
+            units += [part for part in parts if part.strip()] if len(parts) > 1 else []
+    return units
+
+
+def _needles(value: str, *, same_language: bool) -> list[re.Pattern[str]]:
+    """How a value is found in a normalized text: a number whole ("64" is not in "1,664"), with its unit
+    when the languages agree; an identifier anywhere (spaces are folded away)."""
+    number, _, unit = value.partition(" ")
+    needle = re.escape(value_norm(number))
+    needles = [re.compile(rf"(?<![\d.]){needle}(?![\d])" if NUMBER.fullmatch(number) else needle)]
+    if unit and same_language:
+        needles.append(re.compile(re.escape(value_norm(unit))))
+    return needles
+
+
+class _Article:
+    def __init__(self, number: int, text: str, language: str) -> None:
+        self.number = number
+        self.language = language_detect(text, default=language)
+        self.units = [(value_norm(unit), term_stems(unit)) for unit in _units(text)]
+        self.flat = value_norm(text)
+        self.stems = set().union(*(stems for _, stems in self.units)) if self.units else set()
+
+    def holds(self, values: list[str], stems: set[str], *, same_language: bool) -> bool:
+        """All the values stand together on one line or sentence with the words they answer (at least two of
+        the sentence's words that the article has, one if it has only one); across languages, where words
+        cannot be compared, each anywhere in the article."""
+        if not same_language:
+            return all(n.search(self.flat) for v in values for n in _needles(v, same_language=False))
+        needles = [n for v in values for n in _needles(v, same_language=True)]
+        wanted = stems & self.stems
+        need = min(2, len(wanted))
+        return any(all(n.search(flat) for n in needles) and len(unit_stems & wanted) >= need
+                   for flat, unit_stems in self.units)
+
+
+def _sentences(text: str) -> list[tuple[str, list[int]]]:
+    """(sentence without citations, its citation numbers); numbers written after the sentence's full stop
+    belong to it."""
+    out: list[tuple[str, list[int]]] = []
+    for line in text.splitlines():
+        for part in SENTENCE_END.split(line.strip()):
+            numbers = [int(n) for n in CITATION.findall(part)]
+            bare = CITATION.sub("", part).strip()
+            if not bare and out:  # "[1]" alone after a sentence
+                out[-1][1].extend(numbers)
+            elif bare:
+                out.append((bare, numbers))
+    return out
+
+
+def answer_ground(*, text: str, articles: dict[int, str], language: str, terms_min: float) -> Grounding:
+    """Check each sentence of ``text`` against ``articles`` (number → what the model read of it)."""
+    parsed = {n: _Article(n, body, language) for n, body in articles.items() if body.strip()}
+    results: list[SentenceGrounding] = []
+    for sentence, cited in _sentences(text):
+        results.append(_sentence_ground(sentence, cited, parsed, language, terms_min))
+    kept = [s for s in results if s.status != "unsupported"]
+    lines = [_cite(s.text, s.citation) for s in kept]
+    return Grounding(sentences=results, text=_join(lines))
+
+
+def _sentence_ground(sentence: str, cited: list[int], articles: dict[int, _Article], language: str,
+                     terms_min: float) -> SentenceGrounding:
+    stems = term_stems(LIST_MARK.sub("", sentence))
+    values = values_of(sentence)
+    if not stems and not values:
+        return SentenceGrounding(text=sentence, status="neutral", cited=cited)
+    sentence_language = language_detect(sentence, default=language)
+    scored: list[tuple[float, int]] = []
+    missing_everywhere = set(values)
+    for number, article in articles.items():
+        if article.language != sentence_language:
+            continue
+        missing = [v for v in values if not article.holds([v], stems, same_language=True)]
+        missing_everywhere &= set(missing)
+        share = len(stems & article.stems) / len(stems) if stems else 1.0
+        together = not values or (not missing and article.holds(values, stems, same_language=True))
+        if together and (values or share >= terms_min):
+            scored.append((share + (1.0 if number in cited else 0.0), number))
+    supporters = [n for _, n in sorted(scored, key=lambda item: (-item[0], item[1]))]
+    if supporters:
+        return SentenceGrounding(text=sentence, status="supported", cited=cited, supported_by=supporters,
+                                 values=values, citation=supporters[0])
+    # Articles in another language: words cannot be compared, only the values (anywhere in the article).
+    other = [n for n, a in articles.items() if a.language != sentence_language]
+    holders = [n for n in other if articles[n].holds(values, stems, same_language=False)]
+    vouched = [n for n in cited if n in holders] or (holders[:1] if values else [])
+    if vouched:
+        return SentenceGrounding(text=sentence, status="unverified", cited=cited, supported_by=holders,
+                                 values=values, citation=vouched[0])
+    return SentenceGrounding(text=sentence, status="unsupported", cited=cited, values=values,
+                             missing_values=sorted(missing_everywhere, key=values.index))
+
+
+def _cite(sentence: str, number: int | None) -> str:
+    """The sentence with its citation before its closing punctuation."""
+    if number is None:
+        return sentence
+    body = sentence.rstrip(".!?…")
+    return f"{body} [{number}]{sentence[len(body):]}"
+
+
+def _join(lines: list[str]) -> str:
+    """Sentences back into text: list items on their own lines, prose joined with spaces."""
+    out: list[str] = []
+    for line in lines:
+        if out and not LIST_MARK.match(line):
+            out[-1] = f"{out[-1]} {line}" if not LIST_MARK.match(out[-1]) else out[-1] + "\n" + line
+        else:
+            out.append(line)
+    return "\n".join(out)

@@ -1,0 +1,93 @@
+"""Coverage before the answer and grounding after it (DT-002's ``no_answer`` row).
+
+After the plan's searches (the prefetch) the code decides whether the knowledge base covers the
+request (``retrieval.coverage``); when it does not, the answer model is not called and the
+customer gets the ``no_answer`` reply, rendered from its database template. After the answer,
+every sentence is checked against the articles the model read (``grounding``); when too little
+of it is supported, the streamed text is retracted and the same reply takes its place, or, when
+one line of an article clearly answers the question, that line is shown verbatim with its citation.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from retrieval.coverage import Coverage, coverage_assess
+from retrieval.terms import term_stems
+from sgr.models import PlanRecord
+from sgr.records import plan_record_outputs_save
+from sgr.render import outputs_render
+from sgr.routing import RoutingDecision, coverage_route
+from sgr.schema import Plan
+from sgr.strings import ui_string
+from supportdesk.models import Turn
+from supportdesk.pipeline.answer.final import FinalAnswer
+from supportdesk.pipeline.answer.grounding import Grounding, answer_ground
+from supportdesk.pipeline.answer.kb import KbResult, KbSource
+from supportdesk.pipeline.plan import verdict_read
+
+QUOTE_MIN_TERMS = 2  # a quoted line shares at least this many content words with the question
+
+
+def answer_coverage(*, turn: Turn, record: PlanRecord | None, prefetched: KbResult | None) -> Coverage | None:
+    """Whether the prefetched articles cover the request; ``None`` when not checked (off, nothing was
+    searched, or the knowledge base failed: then the answer says so instead)."""
+    if not settings.ANSWER_COVERAGE or prefetched is None or prefetched.error:
+        return None
+    dense = record.kb_relevance if record is not None and record.kb_relevance is not None else prefetched.confidence
+    return coverage_assess(message=turn.user_message.text, language=turn.language, dense=dense,
+                           articles=prefetched.texts.values())
+
+
+def answer_grounding(*, text: str, searches: list[KbResult], language: str) -> Grounding | None:
+    """The per-sentence check of an answer against what its searches gave the model; ``None`` when off or
+    when a search failed (the answer then says the knowledge base was unavailable)."""
+    if not settings.ANSWER_GROUNDING or not searches or any(s.error for s in searches):
+        return None
+    articles = {n: body for s in searches for n, body in s.texts.items()}
+    return answer_ground(text=text, articles=articles, language=language, terms_min=settings.ANSWER_GROUNDING_TERMS_MIN)
+
+
+def grounding_fails(grounding: Grounding) -> bool:
+    """Too little of the answer is supported to show it."""
+    share = grounding.supported_share
+    return not grounding.text.strip() or (share is not None and share < settings.ANSWER_GROUNDING_MIN_SHARE)
+
+
+def quote_best(*, question: str, searches: list[KbResult]) -> tuple[str, KbSource] | None:
+    """The article line that answers the question most clearly (at least ``ANSWER_GROUNDING_QUOTE_MIN`` of
+    its content words, and two or more of them), with its source; ``None`` when no line does."""
+    asked = term_stems(question)
+    if len(asked) < QUOTE_MIN_TERMS or not settings.ANSWER_GROUNDING_QUOTE:
+        return None
+    sources = {source.number: source for s in searches for source in s.sources}
+    best: tuple[float, str, KbSource] | None = None
+    for search in searches:
+        for number, body in search.texts.items():
+            for line in body.splitlines():
+                shared = asked & term_stems(line)
+                share = len(shared) / len(asked)
+                if len(shared) >= QUOTE_MIN_TERMS and share >= settings.ANSWER_GROUNDING_QUOTE_MIN and number in sources \
+                        and (best is None or share > best[0]):
+                    best = (share, line.strip(" -"), sources[number])
+    return None if best is None else (best[1], best[2])
+
+
+def quote_answer(*, line: str, source: KbSource, language: str) -> str:
+    return f"{ui_string('answer_quote_intro', language, title=source.title)}\n\n> {line} [{source.number}]"
+
+
+def no_answer_reply(*, turn: Turn, record: PlanRecord | None, covered: bool, grounded: bool,
+                    queries: list[str]) -> FinalAnswer:
+    """Re-route the turn to ``no_answer`` on its plan record (rule ``kb_not_covered`` or
+    ``answer_not_grounded``) and render the reply from the ``no_answer`` template."""
+    plan = Plan.model_validate(record.plan) if record is not None and record.plan else None
+    outputs = outputs_render(plan=plan, action="no_answer", verdict=verdict_read(turn.guard_result),
+                             language=turn.language, kb_relevance=record.kb_relevance if record else None,
+                             searched=queries)
+    if record is not None and record.final_action:
+        decision = RoutingDecision(model_action=record.model_action or "normal", final_action=record.final_action,
+                                   rule=record.routing_rule, overridden=record.action_overridden)
+        plan_record_outputs_save(record=record, outputs=outputs,
+                                 decision=coverage_route(decision=decision, covered=covered, grounded=grounded))
+    return FinalAnswer(text=outputs.shown, confidence=None, no_answer=True)

@@ -1,0 +1,77 @@
+"""Grounding, sentence by sentence, on article texts alone (no database): values on the right line."""
+
+from __future__ import annotations
+
+from supportdesk.pipeline.answer.grounding import answer_ground, values_of
+
+LIMITS = ("Table K.1. PostgreSQL Limitations\nItem | Upper Limit | Comment\n"
+          "columns per table | 1,600 | further limited by tuple size fitting on a single page\n"
+          "columns in a result set | 1,664\nidentifier length | 63 bytes | can be increased by recompiling PostgreSQL")
+KEYS = "Send POST /api/v1/ask with the header `X-API-Key` and a JSON body. Use `--prune` to remove deleted files."
+RU = "Если соединение обрывается, виджет переподключается и запрашивает события после последнего увиденного."
+
+
+def _ground(text: str, language: str = "en", **articles: str):
+    numbered = {int(k[1:]): v for k, v in articles.items()}
+    return answer_ground(text=text, articles=numbered, language=language, terms_min=0.5)
+
+
+def test_values_are_numbers_with_units_code_and_identifiers():
+    assert values_of("Up to 1,600 columns; set `wait` or LLM_BASE_URL, run with --prune, 32 TB.") == [
+        "1,600 columns", "32 tb", "wait", "LLM_BASE_URL", "--prune"]
+
+
+def test_a_value_must_stand_on_the_line_of_the_words_it_answers():
+    right = _ground("A table can have at most 1,600 columns [1].", a1=LIMITS)
+    assert right.sentences[0].status == "supported" and right.text == "A table can have at most 1,600 columns [1]."
+    neighbour = _ground("A table can have at most 1,664 columns [1].", a1=LIMITS)  # the next row's value
+    assert neighbour.sentences[0].status == "unsupported" and neighbour.text == ""
+    assert neighbour.sentences[0].missing_values == ["1,664 columns"]
+    part = _ground("The identifier length limit is 64 bytes [1].", a1=LIMITS)  # "64" is inside "1,664" only
+    assert part.sentences[0].status == "unsupported"
+    invented = _ground("This can be increased up to 999 hours [1].", a1=LIMITS)
+    assert invented.sentences[0].status == "unsupported"
+
+
+def test_citations_move_to_the_supporting_article_and_neutral_sentences_stay():
+    grounding = _ground("Put the key in the X-API-Key header [1]. A table holds up to 1,600 columns. Hope this helps!",
+                        a1=LIMITS, a2=KEYS)
+    assert [s.status for s in grounding.sentences] == ["supported", "supported", "neutral"]
+    assert [s.citation for s in grounding.sentences] == [2, 1, None]
+    assert grounding.text == ("Put the key in the X-API-Key header [2]. A table holds up to 1,600 columns [1]. "
+                              "Hope this helps!")
+    assert grounding.supported_share == 1.0 and grounding.citations == [1, 2]
+
+
+def test_sentences_without_values_need_most_of_their_words_in_the_article():
+    grounding = _ground("Run ingest with --prune to remove deleted files [2]. Contact your hosting provider [2].",
+                        a2=KEYS)
+    assert [s.status for s in grounding.sentences] == ["supported", "unsupported"]
+    assert grounding.supported_share == 0.5 and grounding.text == "Run ingest with --prune to remove deleted files [2]."
+
+
+def test_across_languages_only_the_values_are_checked():
+    same = _ground("Виджет переподключается и запрашивает пропущенные события [1].", "ru", a1=RU)
+    assert same.sentences[0].status == "supported"
+    across = _ground("Максимальная длина идентификатора — 63 байта [1].", "ru", a1=LIMITS)
+    assert across.sentences[0].status == "unverified" and across.sentences[0].citation == 1
+    assert across.supported_share is None  # nothing could be checked word by word
+    wrong = _ground("Максимальная длина — 64 байта [1].", "ru", a1=LIMITS)
+    assert wrong.sentences[0].status == "unsupported"
+
+
+def test_list_items_stay_on_their_own_lines():
+    grounding = _ground("Steps:\n- Click Forgot password [1].\n- The reset link is valid for 30 minutes [1].",
+                        a1="To reset your password, click Forgot password; the reset link is valid for 30 minutes.")
+    assert grounding.text == "- Click Forgot password [1].\n- The reset link is valid for 30 minutes [1]."
+
+
+def test_a_setting_and_its_value_must_stand_on_one_definition():
+    docs = ("autovacuum_vacuum_threshold ( integer ): Specifies the minimum number of updated or deleted tuples "
+            "needed to trigger a VACUUM. The default is 50 tuples.\n"
+            "autovacuum_vacuum_insert_threshold ( integer ): Specifies the number of inserted tuples needed to "
+            "trigger a VACUUM. The default is 1000 tuples.")
+    right = _ground("The default autovacuum_vacuum_threshold is 50 tuples [1].", a1=docs)
+    assert right.sentences[0].status == "supported"
+    swapped = _ground("The default autovacuum_vacuum_threshold is 1000 tuples [1].", a1=docs)
+    assert swapped.sentences[0].status == "unsupported"
