@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from analytics.exports import CONTENT_TYPES, FORMATS, export_filename, export_stream, record_rows
 from analytics.filters import ORDERINGS, PlanRecordFilters, plan_records_filter
+from analytics.gaps import GapGroup, knowledge_gaps
 from analytics.stats import PlanRecordStats, plan_record_stats
 from sgr.strings import ui_string
 from supportdesk.apikeys import ApiKeyAuth
@@ -63,6 +64,7 @@ class PlanRecordRow(Schema):
     answer_prompt_tokens: int | None
     subquery_coverage: float | None
     plan_answer_rouge_l: float | None
+    answer_supported_share: float | None
     feedback: str
     ui_response: str
     context_synthetic: str
@@ -152,3 +154,10 @@ def plan_records_export(request: HttpRequest) -> StreamingHttpResponse:
 @router.get("/stats", response=PlanRecordStats, summary="Plan-record statistics", description=FILTERS_DOC)
 def plan_records_stats(request: HttpRequest) -> PlanRecordStats:
     return plan_record_stats(filters_parse(request.GET))
+
+
+@router.get("/knowledge-gaps", response=list[GapGroup], summary="Knowledge gaps",
+            description="Questions that ended `no_answer` or lost most of their answer to grounding, grouped by "
+                        "similarity, the largest group first. " + FILTERS_DOC)
+def plan_records_knowledge_gaps(request: HttpRequest) -> list[GapGroup]:
+    return knowledge_gaps(filters_parse(request.GET))

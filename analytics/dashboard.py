@@ -17,12 +17,15 @@ from django.utils import timezone, translation
 from pydantic import ValidationError
 
 from analytics.filters import PlanRecordFilters
+from analytics.gaps import knowledge_gaps
 from analytics.stats import PlanRecordStats, plan_record_stats
 from sgr.schema import ACTIONS
 from sgr.strings import ui_string
 from analytics.charts import bar_chart, paired_hbars, stacked_bars
 
 FORM_FIELDS = ("date_from", "date_to", "language", "injection_mode")
+
+GAPS_SHOWN = 20  # the largest knowledge gaps on the dashboard (the analyst API lists them all)
 
 
 def dashboard_filters(query: dict[str, str]) -> tuple[PlanRecordFilters, str]:
@@ -68,6 +71,7 @@ def dashboard_view(request: HttpRequest) -> HttpResponse:
         "error": error,
         "stats": stats,
         "charts": dashboard_charts(stats),
+        "gaps": knowledge_gaps(filters)[:GAPS_SHOWN],
         "languages": settings.LANGUAGES,
     }
     return TemplateResponse(request, "dashboard/index.html", context)

@@ -31,13 +31,14 @@ COLUMNS: tuple[str, ...] = (
     "topic", "category", "spam_score", "intent_confidence", "model_action", "final_action", "action_overridden",
     "routing_rule", "plan_status", "guardian_level", "guardian_status", "guardian_categories", "kb_relevance",
     "planner_latency_ms", "prompt_tokens", "completion_tokens", "answer_prompt_tokens", "subquery_coverage",
-    "plan_answer_rouge_l", "feedback", "ui_response", "context_synthetic", "answer",
+    "plan_answer_rouge_l", "answer_supported_share", "feedback", "ui_response", "context_synthetic", "answer",
 )
 
 _VALUES = (
     "id", "created_at", "turn_id", "language", "injection_mode", "plan", "guardian", "model_action", "final_action",
     "action_overridden", "routing_rule", "plan_status", "kb_relevance", "latency_ms", "prompt_tokens",
-    "completion_tokens", "answer_prompt_tokens", "subquery_coverage", "plan_answer_rouge_l", "ui_response",
+    "completion_tokens", "answer_prompt_tokens", "subquery_coverage", "plan_answer_rouge_l", "answer_supported_share",
+    "ui_response",
     "context_synthetic", "metadata",
 )
 
@@ -79,6 +80,7 @@ def _flat(row: dict[str, Any]) -> dict[str, Any]:
         "answer_prompt_tokens": row["answer_prompt_tokens"],
         "subquery_coverage": row["subquery_coverage"],
         "plan_answer_rouge_l": row["plan_answer_rouge_l"],
+        "answer_supported_share": row["answer_supported_share"],
         "feedback": {1: "helpful", -1: "not_helpful"}.get(rating, ""),
         "ui_response": row["ui_response"],
         "context_synthetic": row["context_synthetic"],

@@ -64,6 +64,8 @@ class Inspection(BaseModel):
     answer: str
     answer_missing: str  # why there is no answer (shown instead of it); "" when there is one
     sources: list[dict[str, Any]]
+    grounding: list[dict[str, Any]]  # the answer's sentences: supported by which article, or not
+    coverage: dict[str, Any] | None  # the coverage check before the answer, when it ran
     timeline: list[StageTime]
     tokens: dict[str, int | None]
     feedback: dict[str, Any] | None
@@ -122,6 +124,14 @@ def answer_missing_reason(*, status: str, final_action: str, error_code: str) ->
     return "no answer was stored for this turn"
 
 
+def _grounding_rows(sentences: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each checked sentence as the inspector lists it: its text, status, the articles supporting it."""
+    return [{"text": s.get("text", ""), "status": s.get("status", ""),
+             "supported_by": ", ".join(f"[{n}]" for n in s.get("supported_by") or []) or "—",
+             "cited": ", ".join(f"[{n}]" for n in s.get("cited") or []) or "—",
+             "missing_values": ", ".join(s.get("missing_values") or [])} for s in sentences]
+
+
 def plan_record_inspection(*, record_id: int) -> Inspection | None:
     record = (
         PlanRecord.objects.select_related("turn__user_message", "turn__answer_message", "conversation", "template")
@@ -168,6 +178,8 @@ def plan_record_inspection(*, record_id: int) -> Inspection | None:
         answer_missing="" if outcome.answer_text else answer_missing_reason(
             status=outcome.status, final_action=outcome.final_action, error_code=outcome.error_code),
         sources=outcome.sources,
+        grounding=_grounding_rows((turn.answer_result or {}).get("grounding") or []),
+        coverage=(turn.answer_result or {}).get("coverage"),
         timeline=timeline,
         tokens={
             "planner_prompt": record.prompt_tokens,
