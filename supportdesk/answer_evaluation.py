@@ -6,6 +6,14 @@ at a time so the timings are a single customer's. Per language it reports the
 share of turns with the right final action, of answers citing the expected
 article, of answers containing every expected key fact, and the time from the
 message to the plan line, to the first answer token and to done (p50 / p95).
+
+Trust (questions labelled ``expected_action: no_answer`` are ones the knowledge base does not
+cover): **false answers**, uncovered questions that got an answer citing a source; **over-refusal**,
+covered questions that ended ``no_answer`` (or blocked); **answered without the facts**, covered
+questions answered (not refused) whose answer lacks a key fact: a wrong or missing value;
+**citation precision**, of the articles the covered answers cite, the share that is the expected
+one; the answers' **supported share** (grounding); how often the customer's intent line **echoes a
+worked example** of the planning prompt; and the time to done of ``no_answer`` turns.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from guard.evaluation import percentile
+from sgr.intent import intent_echoes_example
 from sgr.schema import Action
 from supportdesk.models import Turn, TurnEvent
 from supportdesk.outcome import turn_outcome
@@ -33,7 +42,8 @@ class AnswerCase(BaseModel):
     expected_action: Action = "normal"
     expected_article: str = ""
     key_facts: list[str] = Field(default_factory=list)
-    kind: str = ""  # "kb", "spam", "ambiguous": for the reader, not scored
+    kind: str = ""  # "kb", "spam", "ambiguous", "uncovered": for the reader, not scored
+    split: str = ""  # "dev" (tuned on) or "held_out" (never tuned on): ``--split`` picks one
 
 
 class CaseResult(BaseModel):
@@ -50,6 +60,12 @@ class CaseResult(BaseModel):
     first_token_s: float | None = None
     done_s: float | None = None
     answer: str = ""
+    false_answer: bool | None = None  # uncovered: answered with a cited source
+    refused: bool | None = None  # covered: ended no_answer or blocked
+    precise_citations: int = 0  # cited articles that are the expected one (covered questions)
+    supported_share: float | None = None
+    intent_echo: bool = False
+    intent: str = ""
 
 
 class LanguageReport(BaseModel):
@@ -66,6 +82,14 @@ class LanguageReport(BaseModel):
     done_p50: float | None
     done_p95: float | None
     failed: int
+    uncovered: int = 0
+    false_answers: float | None = None
+    over_refusal: float | None = None
+    answered_without_facts: float | None = None
+    citation_precision: float | None = None
+    supported_share_mean: float | None = None
+    intent_echo: float | None = None
+    no_answer_done_p50: float | None = None
 
 
 class AnswerFileError(ValueError):
@@ -117,17 +141,27 @@ def case_score(case: AnswerCase, turn: Turn) -> CaseResult:
             "type", "created_at"):
         firsts.setdefault(kind, at)
     cited = cited_names(outcome.sources)
+    intent = str((outcome.plan or {}).get("user_intent") or "")
     result = CaseResult(
         text=case.text, language=case.language, expected_action=case.expected_action, status=outcome.status,
         final_action=outcome.final_action, cited=cited, answer=outcome.answer_text,
         plan_s=_seconds(begun, firsts.get("plan")), first_token_s=_seconds(begun, firsts.get("token")),
         done_s=_seconds(begun, firsts.get("done")) if turn.is_finished else None,
+        supported_share=(turn.answer_result or {}).get("supported_share"), intent=intent,
+        intent_echo=bool(intent) and intent_echoes_example(intent=intent, message=case.text),
     )
     if case.expected_action == "normal":
         result.cites_expected = bool(case.expected_article) and case.expected_article in cited
         result.facts_found = [fact for fact in case.key_facts if fact_present(fact, outcome.answer_text)]
         result.has_facts = len(result.facts_found) == len(case.key_facts)
+        result.refused = outcome.final_action in REFUSALS
+        result.precise_citations = sum(name == case.expected_article for name in cited)
+    elif case.expected_action == "no_answer":
+        result.false_answer = outcome.final_action == "normal" and bool(cited)
     return result
+
+
+REFUSALS = ("no_answer", "block", "guardian_block")
 
 
 def _seconds(begun: Any, at: Any) -> float | None:
@@ -144,6 +178,21 @@ def _share(flags: list[bool]) -> float | None:
 
 def language_report(language: str, results: list[CaseResult]) -> LanguageReport:
     answered = [r for r in results if r.expected_action == "normal"]
+    uncovered = [r for r in results if r.expected_action == "no_answer"]
+    kept = [r for r in answered if not r.refused]
+    cited = sum(len(r.cited) for r in answered)
+    shares = [r.supported_share for r in results if r.supported_share is not None]
+    no_answer_done = [r.done_s for r in results if r.final_action == "no_answer" and r.done_s is not None]
+    trust = {
+        "uncovered": len(uncovered),
+        "false_answers": _share([bool(r.false_answer) for r in uncovered]),
+        "over_refusal": _share([bool(r.refused) for r in answered]),
+        "answered_without_facts": _share([not r.has_facts for r in kept]),
+        "citation_precision": round(sum(r.precise_citations for r in answered) / cited, 3) if cited else None,
+        "supported_share_mean": round(sum(shares) / len(shares), 3) if shares else None,
+        "intent_echo": _share([r.intent_echo for r in results if r.intent]),
+        "no_answer_done_p50": _percentile(no_answer_done, 50),
+    }
     plan = [r.plan_s for r in results if r.plan_s is not None]
     first = [r.first_token_s for r in answered if r.first_token_s is not None]
     done = [r.done_s for r in answered if r.done_s is not None]
@@ -156,6 +205,7 @@ def language_report(language: str, results: list[CaseResult]) -> LanguageReport:
         first_token_p50=_percentile(first, 50), first_token_p95=_percentile(first, 95),
         done_p50=_percentile(done, 50), done_p95=_percentile(done, 95),
         failed=sum(r.status not in (Turn.Status.DONE, Turn.Status.BLOCKED, Turn.Status.CLARIFYING) for r in results),
+        **trust,
     )
 
 
@@ -186,4 +236,12 @@ def reports_format(reports: list[LanguageReport]) -> str:
                      f"| {pct(r.key_facts)} | {sec(r.plan_p50)} / {sec(r.plan_p95)} "
                      f"| {sec(r.first_token_p50)} / {sec(r.first_token_p95)} | {sec(r.done_p50)} / {sec(r.done_p95)} "
                      f"| {r.failed} |")
+    lines += ["", "| language | uncovered | false answers | over-refusal | answered without the facts "
+              "| citation precision | supported share | intent echoes an example | no_answer done p50 s |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for r in reports:
+        share = "—" if r.supported_share_mean is None else f"{r.supported_share_mean:.2f}"
+        lines.append(f"| {r.language} | {r.uncovered} | {pct(r.false_answers)} | {pct(r.over_refusal)} "
+                     f"| {pct(r.answered_without_facts)} | {pct(r.citation_precision)} | {share} "
+                     f"| {pct(r.intent_echo)} | {sec(r.no_answer_done_p50)} |")
     return "\n".join(lines)

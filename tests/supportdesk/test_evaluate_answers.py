@@ -81,3 +81,51 @@ def test_the_shipped_labelled_set_is_large_enough_and_over_the_demo_kb():
             assert (case.language, case.expected_article) in kb and case.key_facts
         else:
             assert case.expected_action == ("block" if case.kind == "spam" else "clarify")
+
+
+def test_trust_figures_count_false_answers_over_refusal_and_citation_precision():
+    from supportdesk.answer_evaluation import CaseResult, language_report, reports_format
+
+    def result(expected: str, final: str, cited: list[str], facts: bool | None = None, **more: object) -> CaseResult:
+        return CaseResult(text="q", language="en", expected_action=expected, status="done", final_action=final,
+                          cited=cited, has_facts=facts, done_s=1.0, **more)
+
+    results = [
+        result("normal", "normal", ["widget"], True, refused=False, precise_citations=1),
+        result("normal", "normal", ["widget", "keys"], False, refused=False, precise_citations=1),
+        result("normal", "no_answer", [], False, refused=True),
+        result("no_answer", "normal", ["keys"], false_answer=True),  # a confident, cited invention
+        result("no_answer", "no_answer", [], false_answer=False),
+        result("no_answer", "normal", [], false_answer=False),  # answered, but citing nothing
+    ]
+    report = language_report("en", results)
+    assert (report.uncovered, report.false_answers, report.over_refusal) == (3, 0.333, 0.333)
+    assert report.answered_without_facts == 0.5  # of the two covered questions answered, one lacks a fact
+    assert report.citation_precision == 0.667  # two of the three cited articles are the expected ones
+    assert report.no_answer_done_p50 == 1.0
+    assert "| en | 3 | 33 % | 33 % | 50 % | 67 % |" in reports_format([report])
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("sgr_isolated")
+def test_an_uncovered_question_that_ends_no_answer_scores_right(llm, settings, tmp_path):
+    from supportdesk.answer_evaluation import case_score
+    from supportdesk.models import Turn
+    from supportdesk.pipeline.answer.stage import answer_stage_run
+    from supportdesk.pipeline.plan import plan_stage_run
+    from tests.sgr.factories import plan_args, turn_make
+
+    settings.ANSWER_COVERAGE = True
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    for name, text in DOCS.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    kb_ingest_paths(paths=[str(folder)])
+    case = AnswerCase(text="Can I pay the invoice by bank transfer?", expected_action="no_answer", split="held_out")
+    llm.plan_args = plan_args(subqueries=["invoice bank transfer"], user_intent="changing the account email")
+    turn = turn_make(text=case.text)
+    plan_stage_run(turn=turn)
+    answer_stage_run(turn=Turn.objects.select_related("conversation", "user_message").get(pk=turn.pk))
+    scored = case_score(case, Turn.objects.get(pk=turn.pk))
+    assert scored.final_action == "no_answer" and scored.false_answer is False and scored.cited == []
+    assert scored.intent_echo is True  # the intent was a worked example's, not the question's

@@ -22,6 +22,8 @@ class Command(BaseCommand):
         parser.add_argument("--file", required=True, type=Path,
                             help='JSONL: {"text", "language", "expected_action", "expected_article", "key_facts"} per line')
         parser.add_argument("--every", type=int, default=1, help="run every N-th question only (a spread sample)")
+        parser.add_argument("--split", default="",
+                            help="only the questions of this split (e.g. held_out: the part never tuned on)")
         parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for one turn")
         parser.add_argument("--json", type=Path, default=None, help="also write the reports and every result as JSON")
 
@@ -29,7 +31,8 @@ class Command(BaseCommand):
         from celery import current_app as app  # the project's app (config.celery), without importing the wiring
 
         try:
-            cases = cases_read(Path(opts["file"]))[:: max(1, opts["every"])]
+            cases = [c for c in cases_read(Path(opts["file"])) if not opts["split"] or c.split == opts["split"]]
+            cases = cases[:: max(1, opts["every"])]
         except AnswerFileError as exc:
             raise CommandError(f"{opts['file']}: {exc}") from exc
         if not cases:
