@@ -354,6 +354,9 @@ MODEL_STARTING_POLL = env.float("MODEL_STARTING_POLL", default=3.0)
 # Search the plan's sub-queries before the answering model starts and put the numbered results
 # in its prompt (supportdesk/pipeline/answer/prefetch.py); false: the model searches only with its tool.
 ANSWER_PREFETCH = env.bool("ANSWER_PREFETCH", default=True)
+# When the best prefetched article is likely relevant, only this many articles (the best and its
+# neighbour) go into the answer prompt; 0 gives the model every article found.
+ANSWER_PREFETCH_FOCUS = env.int("ANSWER_PREFETCH_FOCUS", default=2)
 # An answer that cites nothing gets as its source the one searched article holding at least this
 # share of its words (supportdesk/pipeline/answer/attribution.py); false: only the model's own [n].
 ANSWER_ATTRIBUTE_UNCITED = env.bool("ANSWER_ATTRIBUTE_UNCITED", default=True)

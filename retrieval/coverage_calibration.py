@@ -4,8 +4,8 @@ Every labelled question is searched as the customer wrote it (the answer stage a
 the plan's sub-queries; the message is the part every turn has), the articles are fitted to
 ``LLM_CONTEXT_BUDGET`` as the answer prompt would get them, and the two signals of
 :func:`retrieval.coverage.coverage_assess` are measured. The cut points are then chosen on
-the ``fit`` questions: the most covered questions kept while at most ``max_uncovered`` of the
-uncovered ones pass; the figures are printed for the fit part and for the held-out part.
+the ``fit`` questions: the fewest uncovered questions let through while at least ``min_covered``
+of the covered ones are kept; the figures are printed for the fit part and for the held-out part.
 """
 
 from __future__ import annotations
@@ -95,22 +95,22 @@ GRID_TERMS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.67, 0.75, 0.8, 0.9, 1.0)
 OFF = 1.01  # a relevance no match reaches: the rule is off
 
 
-def cuts_fit(signals: list[Signals], *, max_uncovered: float) -> tuple[CoverageCuts, CoverageFigures]:
-    """The cuts keeping the most covered questions with at most ``max_uncovered`` of the uncovered passing
-    (ties: the fewest uncovered passing, then the strictest cuts)."""
-    best: tuple[tuple[float, float, float], CoverageCuts, CoverageFigures] | None = None
+def cuts_fit(signals: list[Signals], *, min_covered: float) -> tuple[CoverageCuts, CoverageFigures]:
+    """The cuts letting the fewest uncovered questions through while keeping at least ``min_covered`` of the
+    covered ones (a refusal of a covered question is the costlier error: the grounding check after the
+    answer catches much of what passes); ties go to the most covered kept, then to the most lenient cuts.
+    When no cut keeps that many, the one keeping the most."""
+    best: tuple[tuple[bool, float, float, float], CoverageCuts, CoverageFigures] | None = None
     for dense_min, terms_min, dense_high, dense_cross in itertools.product(
             GRID_DENSE, GRID_TERMS, (*GRID_DENSE[5:], OFF), (*GRID_DENSE[3:], OFF)):
         if dense_high < dense_min:
             continue
         cuts = CoverageCuts(dense_min=dense_min, terms_min=terms_min, dense_high=dense_high, dense_cross=dense_cross)
         result = figures(signals, cuts)
-        if result.uncovered_pass > max_uncovered:
-            continue
-        key = (result.covered_kept, -result.uncovered_pass, dense_min + terms_min + dense_high + dense_cross)
+        met = result.covered_kept >= min_covered
+        key = (met, -result.uncovered_pass if met else result.covered_kept, result.covered_kept,
+               -(dense_min + terms_min + dense_cross) - (0.0 if dense_high == OFF else dense_high))
         if best is None or key > best[0]:
             best = (key, cuts, result)
-    if best is None:  # nothing meets the limit: answer nothing rather than invent
-        cuts = CoverageCuts(dense_min=OFF, terms_min=1.0, dense_high=OFF, dense_cross=OFF)
-        return cuts, figures(signals, cuts)
+    assert best is not None  # the grid is never empty
     return best[1], best[2]

@@ -30,7 +30,7 @@ SEARCH_KB_TOOL: dict[str, object] = {
 
 def search_kb(query: str | list[str], *, turn_id: int | None = None, language: str | None = None,
               k: int | None = None, filters: SearchFilters | None = None,
-              numbered_after: int | None = None) -> KBSearchResult:
+              numbered_after: int | None = None, focus: int | None = None) -> KBSearchResult:
     """Search for ``query`` (or the several queries of one turn), fit the articles to ``LLM_CONTEXT_BUDGET``.
 
     Articles are de-duplicated across the queries and, when ``turn_id`` is given,
@@ -41,6 +41,9 @@ def search_kb(query: str | list[str], *, turn_id: int | None = None, language: s
     ``numbered_after`` (a trace id) limits "earlier calls" to the traces after it: a
     retried answer stage starts a new model context that has seen none of the
     articles its failed attempt was given (see :func:`turn_search_mark`).
+    ``focus``: when the best article is likely relevant, only the best ``focus`` articles go to the
+    model (a small model answers from a lower-ranked article when given five; the trace still lists
+    every hit, numbered or not).
     Raises ValueError for an empty or oversized query. If the search itself fails
     (embedder or database down) the result is empty, ``error`` says why and the
     trace records it: the agent can answer without the knowledge base.
@@ -60,6 +63,8 @@ def search_kb(query: str | list[str], *, turn_id: int | None = None, language: s
         logger.exception("search_kb failed")
         articles, error = [], f"{type(exc).__name__}: {exc}"
     fresh = [a for a in articles if a.document_id not in already]
+    if focus and fresh and relevance(fresh[0].best.vector_score) >= settings.RETRIEVAL_CONFIDENCE_THRESHOLD:
+        fresh = fresh[:focus]
     context_articles, budget = context_fit_budget(fresh, budget_tokens=settings.LLM_CONTEXT_BUDGET,
                                                   first_number=max(already.values(), default=0) + 1)
     confidence = compute_retrieval_confidence(articles)

@@ -186,3 +186,42 @@ def test_an_intent_line_that_does_not_share_a_word_with_the_message_is_not_shown
     own = _run(trust, "How do I reset my password?", Reply(content="Click Forgot password [1]."),
                intent="reset the account password")
     assert own.ui_response.startswith("How I understood your request: reset the account password")
+
+
+def test_the_inspector_shows_each_sentence_and_the_article_that_supports_it(trust, admin_client):
+    from django.urls import reverse
+
+    turn = _run(trust, "How do I reset my password?",
+                Reply(content="Click Forgot password on the sign-in page [1]. Restart your router [1]. "
+                              "The link is valid for 30 minutes [1]."))
+    record = PlanRecord.objects.get(turn=turn)
+    page = admin_client.get(reverse("admin:sgr_planrecord_change", args=[record.pk])).content.decode()
+    assert 'id="sd-grounding"' in page and 'id="sd-coverage"' in page
+    password = _numbers(trust.chat_requests()[0])["Password reset"]
+    assert (f'<tr class="sd-ground-supported"><td>Click Forgot password on the sign-in page.</td><td>supported</td>'
+            f'<td>[1]</td><td>[{password}]</td>') in page
+    assert '<tr class="sd-ground-unsupported"><td>Restart your router.</td><td>unsupported</td>' in page
+    assert "supported share 0.667" in page
+
+
+def test_a_likely_relevant_best_article_goes_to_the_model_with_one_neighbour_only(trust, settings):
+    from retrieval.models import QueryTrace
+
+    settings.ANSWER_COVERAGE = False  # the articles given to the model are the point here
+    question = "How do I reset my password and how long does delivery take?"
+    _run(trust, question, Reply(content="x"), subqueries=["password reset", "delivery", "plan limits"])
+    everything = _numbers(trust.chat_requests()[0])
+    assert len(everything) >= 3  # the relevance of the scripted vectors is below "likely relevant": all of them
+    settings.RETRIEVAL_CONFIDENCE_THRESHOLD = 0.0  # now every best article is likely relevant
+    turn = _run(trust, question, Reply(content="x"), subqueries=["password reset", "delivery", "plan limits"])
+    focused = _numbers(trust.chat_requests()[0])
+    assert list(focused.values()) == [1, 2] and set(focused) < set(everything)
+    (trace,) = QueryTrace.objects.filter(turn_id=turn.pk)
+    assert len(trace.results) > 2 and sum(row["number"] is not None for row in trace.results) == 2
+    settings.ANSWER_PREFETCH_FOCUS = 0
+    assert len(_numbers(_run_prompt(trust, question))) == len(everything)
+
+
+def _run_prompt(llm: ScriptedLLM, question: str) -> dict[str, Any]:
+    _run(llm, question, Reply(content="x"), subqueries=["password reset", "delivery", "plan limits"])
+    return llm.chat_requests()[0]

@@ -24,8 +24,8 @@ class Command(BaseCommand):
                                  '"expected_article", "split"}; normal lines count only with an expected article')
         parser.add_argument("--held-out", default="held_out",
                             help="the split value of the questions kept out of the fit (default: held_out)")
-        parser.add_argument("--max-uncovered", type=float, default=0.05,
-                            help="share of uncovered questions the cuts may let through (default 0.05)")
+        parser.add_argument("--min-covered", type=float, default=0.95,
+                            help="share of covered questions the cuts must keep (default 0.95)")
         parser.add_argument("--details", type=Path, default=None,
                             help="also write each question's signals (relevance, words found, missing words) as JSONL")
         parser.add_argument("--no-progress", action="store_true", help="no progress bar (logs, CI)")
@@ -35,8 +35,8 @@ class Command(BaseCommand):
             questions = [q for path in options["questions"] for q in questions_load(path)]
         except (OSError, ValueError) as exc:
             raise CommandError(str(exc)) from exc
-        if not 0.0 <= options["max_uncovered"] < 1.0:
-            raise CommandError("--max-uncovered must be between 0 and 1")
+        if not 0.0 < options["min_covered"] <= 1.0:
+            raise CommandError("--min-covered must be between 0 and 1")
         fit = [q for q in questions if q.split != options["held_out"]]
         if not any(q.covered for q in fit) or all(q.covered for q in fit):
             raise CommandError("the fit part needs covered and uncovered questions")
@@ -49,7 +49,7 @@ class Command(BaseCommand):
             options["details"].write_text("".join(s.model_dump_json() + "\n" for s in signals), encoding="utf-8")
         fit_signals = [s for s in signals if s.question.split != options["held_out"]]
         held = [s for s in signals if s.question.split == options["held_out"]]
-        cuts, fitted = cuts_fit(fit_signals, max_uncovered=options["max_uncovered"])
+        cuts, fitted = cuts_fit(fit_signals, min_covered=options["min_covered"])
         current = CoverageCuts.from_settings()
 
         def row(name: str, result: CoverageFigures) -> str:

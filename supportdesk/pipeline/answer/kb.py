@@ -66,10 +66,11 @@ def kb_tool() -> dict[str, Any]:
     return dict(SEARCH_KB_TOOL)
 
 
-def kb_search(*, query: str | list[str], turn_id: int, language: str, numbered_after: int | None = None) -> KbResult:
+def kb_search(*, query: str | list[str], turn_id: int, language: str, numbered_after: int | None = None,
+              focus: int | None = None) -> KbResult:
     """Search the knowledge base for one query of a turn, or several in one batch (the plan's
     sub-queries: merged, de-duplicated and numbered together); failures give an empty result.
-    ``numbered_after``: see :func:`kb_attempt_mark`."""
+    ``numbered_after``: see :func:`kb_attempt_mark`; ``focus``: see ``retrieval.tool.search_kb``."""
     queries = [query] if isinstance(query, str) else list(query)
     joined = "; ".join(queries)
     try:
@@ -78,7 +79,7 @@ def kb_search(*, query: str | list[str], turn_id: int, language: str, numbered_a
         return KbResult(query=joined, queries=queries, error="knowledge base not installed")
     try:
         result = search_kb(queries if len(queries) > 1 else queries[0], turn_id=turn_id, language=language,
-                           numbered_after=numbered_after)
+                           numbered_after=numbered_after, focus=focus)
     except DATABASE_BUSY:
         raise  # no connection to be had: the stage goes back to the queue (supportdesk.pipeline.runner)
     except Exception as exc:  # a broken index must not fail the turn: the model answers without it

@@ -1,5 +1,9 @@
 """The plan's searches, run before the answering model starts (``ANSWER_PREFETCH``).
 
+When the best article is likely relevant, only the best ``ANSWER_PREFETCH_FOCUS`` articles go into
+the prompt: given five, the 1.5B model answered from the third (a neighbouring passage) although the
+first held the answer; fewer articles are also a shorter prompt, the local model's main cost.
+
 When the plan's final action is ``normal``, its sub-queries (after the customer's
 message itself) are searched in one batch (one embedding call, the results merged,
 numbered ``[n]`` and trimmed to ``LLM_CONTEXT_BUDGET``) and the articles go into the
@@ -56,7 +60,7 @@ def plan_prefetch(*, turn_id: int, language: str, record: PlanRecord | None, mes
     queries = plan_queries(record, message)
     if not queries:
         return None
-    return search(query=queries, turn_id=turn_id, language=language)
+    return search(query=queries, turn_id=turn_id, language=language, focus=settings.ANSWER_PREFETCH_FOCUS or None)
 
 
 def prefetch_messages(*, result: KbResult | None, language_name: str) -> list[dict[str, Any]]:
