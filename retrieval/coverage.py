@@ -10,8 +10,9 @@ Two signals, both computed without a model:
   product's articles in the embedding, but its key word ("invoices") is in none of them.
 
 Words cannot be compared across languages, so for a message whose language differs from
-every article's, or one with fewer than two content words, the decision rests on ``dense``
-alone, with its own cut point (``dense_cross``).
+the best article's, or one with fewer than two content words, the decision rests on ``dense``
+alone, with its own cut point (``dense_cross``). ``articles`` are in rank order, each with its
+title and headings (a question often names what only the title says).
 The cut points are settings (``ANSWER_COVERAGE_*``); ``manage.py calibrate_coverage``
 prints them for a knowledge base and a labelled question set.
 """
@@ -72,7 +73,7 @@ def coverage_measure(*, message: str, language: str, dense: float | None, articl
         return Coverage(covered=False, rule="no_articles", dense=dense)
     same = [text for text in texts if language_detect(text, default=language) == language]
     asked = term_stems(message)
-    if not same or len(asked) < MIN_TERMS:
+    if not same or language_detect(texts[0], default=language) != language or len(asked) < MIN_TERMS:
         return Coverage(covered=False, rule="dense_only", dense=dense)
     found = set().union(*(term_stems(text) for text in same))
     missing = sorted({w.strip(".,;:!?()\"'«»") for w in message.split() if term_stems(w) and term_stems(w) <= asked - found})

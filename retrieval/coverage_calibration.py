@@ -74,7 +74,7 @@ def signals_measure(questions: list[LabelledQuestion],
         found = articles_search([question.text], k=settings.RETRIEVAL_TOP_K, language=question.language)
         fitted, _ = context_fit_budget(found, budget_tokens=settings.LLM_CONTEXT_BUDGET)
         measured = coverage_measure(message=question.text, language=question.language, dense=round(dense, 4),
-                                    articles=[a.text for a in fitted])
+                                    articles=["\n".join(filter(None, [a.title, a.heading_path, a.text])) for a in fitted])
         out.append(Signals(question=question, measured=measured))
         if on_progress is not None:
             on_progress(1)

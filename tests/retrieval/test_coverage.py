@@ -44,8 +44,11 @@ def test_no_articles_or_another_language_and_the_strong_match_rule():
     assert not coverage_assess(message="Как включить тёмную тему?", language="ru", dense=0.5, articles=[WIDGET],
                                cuts=CUTS).covered
     same = coverage_assess(message="Как включить тёмную тему виджета?", language="ru", dense=0.5,
-                           articles=[WIDGET, WIDGET_RU], cuts=CUTS)
+                           articles=[WIDGET_RU, WIDGET], cuts=CUTS)
     assert same.covered and same.rule == "terms"
+    best_english = coverage_assess(message="Как включить тёмную тему виджета?", language="ru", dense=0.5,
+                                   articles=[WIDGET, WIDGET_RU], cuts=CUTS)
+    assert not best_english.covered and best_english.rule == "dense_only"  # the best article decides the language
     strong = coverage_assess(message="Billing invoices", language="en", dense=0.99, articles=[WIDGET],
                              cuts=CUTS.model_copy(update={"dense_high": 0.95}))
     assert strong.covered and strong.rule == "dense_high"

@@ -85,9 +85,12 @@ def kb_search(*, query: str | list[str], turn_id: int, language: str, numbered_a
     except Exception as exc:  # a broken index must not fail the turn: the model answers without it
         logger.exception("search_kb failed for turn %s", turn_id)
         return KbResult(query=joined, queries=queries, error=f"{type(exc).__name__}: {exc}")
-    texts = {article.number: article.text for article in result.articles}
+    bodies = {article.number: article.text for article in result.articles}
+    # What the model read of each article: its header line (title and headings) and its text.
+    texts = {article.number: "\n".join(filter(None, [article.title, article.heading_path, article.text]))
+             for article in result.articles}
     sources = [
-        KbSource(number=s.number, title=s.title, url=s.url or "", excerpt=excerpt_of(texts.get(s.number, "")),
+        KbSource(number=s.number, title=s.title, url=s.url or "", excerpt=excerpt_of(bodies.get(s.number, "")),
                  document_id=s.document_id)
         for s in result.sources
     ]
