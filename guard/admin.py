@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.utils.html import format_html_join
+from django.utils.html import format_html, format_html_join
 
 from guard.models import GuardCheck, GuardExemplar, GuardRule
 from sgr.admin_audit import AuditAdmin
@@ -35,7 +35,25 @@ class GuardCheckAdmin(AuditAdmin):
     list_filter = ("level", "status", "provider", "kind")
     list_select_related = ("turn",)
     search_fields = ("raw_output", "error")
-    readonly_fields = [*(f.name for f in GuardCheck._meta.fields), "matched_exemplars"]
+    readonly_fields = [*(f.name for f in GuardCheck._meta.fields), "second_opinion", "matched_exemplars"]
+
+    @admin.display(description="second opinion")
+    def second_opinion(self, check: GuardCheck) -> str:
+        """Both opinions when the fast screen's block went to the judge (``GUARD_JUDGE``)."""
+        opinion = (check.verdict or {}).get("second_opinion")
+        if not opinion:
+            return "-"
+        screen = opinion.get("screen_level", "")
+        if opinion.get("screen_categories"):
+            screen += f" ({', '.join(opinion['screen_categories'])})"
+        judge = opinion.get("judge_level") or "no answer"
+        if opinion.get("judge_score") is not None:
+            judge += f", P(unsafe) {opinion['judge_score']:.2f}"
+        outcome = opinion.get("outcome", "")
+        if opinion.get("applied"):
+            outcome += f" → {opinion['applied']}"
+        return format_html("<div>screen: {}</div><div>judge {}: {}</div><div>{}</div>",
+                           screen, opinion.get("judge", ""), judge, outcome)
 
     @admin.display(description="matched exemplars")
     def matched_exemplars(self, check: GuardCheck) -> str:

@@ -63,6 +63,26 @@ class ProviderStep(Assessment):
     deferred: bool = False
 
 
+SecondOpinionOutcome = Literal["confirmed", "cleared", "failed"]
+
+
+class SecondOpinion(BaseModel):
+    """The judge's second opinion on a message the fast screen would have blocked (``GUARD_JUDGE``).
+
+    ``confirmed``: the judge flags it too (blocked); ``cleared``: the judge finds it harmless and
+    ``GUARD_JUDGE_DISAGREE`` decided (``applied``: controversial, pass or block); ``failed``: the judge
+    did not answer and ``GUARD_FAIL_MODE`` decided (``applied``: closed or open).
+    """
+
+    judge: str
+    screen_level: Level
+    screen_categories: list[str] = Field(default_factory=list)
+    judge_level: Level | None = None
+    judge_score: float | None = None
+    outcome: SecondOpinionOutcome
+    applied: str = ""
+
+
 class Verdict(Assessment):
     """The outcome of one screening, stored on ``Turn.guard_result`` (SGR reads ``level`` and ``categories``)."""
 
@@ -74,6 +94,8 @@ class Verdict(Assessment):
     kind: Kind = "prompt"
     attempts: int = 0
     steps: list[ProviderStep] = Field(default_factory=list)
+    # Additive field (issue 30): both opinions when the fast screen's block went to the judge.
+    second_opinion: SecondOpinion | None = None
 
     @property
     def failed(self) -> bool:
