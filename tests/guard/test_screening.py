@@ -117,4 +117,4 @@ def test_the_system_check_names_the_missing_endpoint_and_invalid_values(settings
     settings.GUARD_PROVIDER, settings.GUARD_JUDGE = "rules,exemplars", "qwen3guard"
     settings.GUARD_BASE_URL = ""
     [error] = guard_settings_check()
-    assert error.id == "guard.E002" and "GUARD_JUDGE" in error.msg and "GUARD_BASE_URL" in error.msg
+    assert error.id == "guard.W001" and "GUARD_JUDGE" in error.msg and "GUARD_BASE_URL" in error.msg
