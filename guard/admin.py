@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.utils.html import format_html, format_html_join
+from django.utils.html import format_html_join
 
 from guard.models import GuardCheck, GuardExemplar, GuardRule
+from guard.verdict import second_opinion_lines
 from sgr.admin_audit import AuditAdmin
 
 
@@ -40,20 +41,8 @@ class GuardCheckAdmin(AuditAdmin):
     @admin.display(description="second opinion")
     def second_opinion(self, check: GuardCheck) -> str:
         """Both opinions when the fast screen's block went to the judge (``GUARD_JUDGE``)."""
-        opinion = (check.verdict or {}).get("second_opinion")
-        if not opinion:
-            return "-"
-        screen = opinion.get("screen_level", "")
-        if opinion.get("screen_categories"):
-            screen += f" ({', '.join(opinion['screen_categories'])})"
-        judge = opinion.get("judge_level") or "no answer"
-        if opinion.get("judge_score") is not None:
-            judge += f", P(unsafe) {opinion['judge_score']:.2f}"
-        outcome = opinion.get("outcome", "")
-        if opinion.get("applied"):
-            outcome += f" → {opinion['applied']}"
-        return format_html("<div>screen: {}</div><div>judge {}: {}</div><div>{}</div>",
-                           screen, opinion.get("judge", ""), judge, outcome)
+        lines = second_opinion_lines(check.verdict or {})
+        return format_html_join("\n", "<div>{}</div>", ((line,) for line in lines)) or "-"
 
     @admin.display(description="matched exemplars")
     def matched_exemplars(self, check: GuardCheck) -> str:

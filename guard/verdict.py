@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -81,6 +81,24 @@ class SecondOpinion(BaseModel):
     judge_score: float | None = None
     outcome: SecondOpinionOutcome
     applied: str = ""
+
+
+def second_opinion_lines(verdict: dict[str, Any]) -> list[str]:
+    """A stored verdict's two opinions as staff read them (empty when no judge was asked):
+    ``["screen: Unsafe (jailbreak)", "judge local_llm: Safe, P(unsafe) 0.10", "cleared → controversial"]``."""
+    opinion = verdict.get("second_opinion")
+    if not isinstance(opinion, dict):
+        return []
+    screen = str(opinion.get("screen_level", ""))
+    if opinion.get("screen_categories"):
+        screen += f" ({', '.join(opinion['screen_categories'])})"
+    judge = str(opinion.get("judge_level") or "no answer")
+    if opinion.get("judge_score") is not None:
+        judge += f", P(unsafe) {opinion['judge_score']:.2f}"
+    outcome = str(opinion.get("outcome", ""))
+    if opinion.get("applied"):
+        outcome += f" → {opinion['applied']}"
+    return [f"screen: {screen}", f"judge {opinion.get('judge', '')}: {judge}", outcome]
 
 
 class Verdict(Assessment):
