@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from guard.models import GuardCheck
+from guard.verdict import second_opinion_lines
 from retrieval.models import QueryTrace
 from sgr.models import PlanRecord
 from supportdesk.models import Turn, TurnEvent
@@ -160,7 +161,7 @@ def plan_record_inspection(*, record_id: int) -> Inspection | None:
         {
             "kind": c.kind, "status": c.status, "level": c.level, "provider": c.provider,
             "categories": ", ".join(c.categories or []), "latency_ms": c.latency_ms, "attempts": c.attempts,
-            "error": c.error,
+            "error": c.error, "second_opinion": " · ".join(second_opinion_lines(c.verdict or {})),
         }
         for c in GuardCheck.objects.filter(turn_id=turn.pk).order_by("pk")
     ]

@@ -260,6 +260,10 @@ GUARD_EXEMPLAR_THRESHOLD = env.float("GUARD_EXEMPLAR_THRESHOLD", default=0.84)
 GUARD_EXEMPLAR_MARGIN = env.float("GUARD_EXEMPLAR_MARGIN", default=0.006)
 GUARD_EXEMPLAR_K = env.int("GUARD_EXEMPLAR_K", default=5)
 GUARD_EXEMPLAR_NEAR = env.float("GUARD_EXEMPLAR_NEAR", default=0.95)
+# margin (the rule above) | classifier (a logistic regression fitted on every exemplar) | both
+# (flagged only when the margin flags and the classifier's P(harmful) reaches the threshold).
+GUARD_EXEMPLAR_DECISION = env.str("GUARD_EXEMPLAR_DECISION", default="both")
+GUARD_EXEMPLAR_CLASSIFIER_THRESHOLD = env.float("GUARD_EXEMPLAR_CLASSIFIER_THRESHOLD", default=0.5)
 GUARD_EXEMPLAR_MATCHES = env.int("GUARD_EXEMPLAR_MATCHES", default=5)  # matched exemplars kept per check
 # local_llm: the local OpenAI-compatible model as a classifier (empty: LLM_BASE_URL / LLM_MODEL).
 GUARD_LOCAL_LLM_BASE_URL = env.str("GUARD_LOCAL_LLM_BASE_URL", default="")
@@ -271,6 +275,12 @@ GUARD_LOCAL_LLM_THRESHOLD = env.float("GUARD_LOCAL_LLM_THRESHOLD", default=0.5) 
 GUARD_LOCAL_LLM_WHEN = env.str("GUARD_LOCAL_LLM_WHEN", default="unsure")
 GUARD_LOCAL_LLM_UNSURE_LOW = env.float("GUARD_LOCAL_LLM_UNSURE_LOW", default=0.2)
 GUARD_LOCAL_LLM_UNSURE_HIGH = env.float("GUARD_LOCAL_LLM_UNSURE_HIGH", default=0.8)
+# The second opinion before a block (issue 30): a message the chain would block is sent to this
+# judge first (off | local_llm | qwen3guard | mosec | openai_moderation); only such messages pay
+# for the call. When the judge finds it harmless, GUARD_JUDGE_DISAGREE decides: controversial
+# (continue to planning as Controversial) | pass | block. A judge that fails follows GUARD_FAIL_MODE.
+GUARD_JUDGE = env.str("GUARD_JUDGE", default="local_llm")
+GUARD_JUDGE_DISAGREE = env.str("GUARD_JUDGE_DISAGREE", default="controversial")
 # Screen the final answer in response mode before the turn is done.
 GUARD_OUTPUT_MODERATION = env.bool("GUARD_OUTPUT_MODERATION", default=False)
 

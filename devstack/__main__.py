@@ -200,6 +200,9 @@ def test(pytest_args: list[str]) -> int:
     browser_ensure()
     # Tests open hundreds of conversations from one address; the limit has a test of its own.
     os.environ.setdefault("RATE_LIMIT_CONVERSATIONS_PER_MINUTE", "0")
+    # Every guard-model call in a test is scripted; the judge's second opinion on blocks (issue 30)
+    # has tests of its own (tests/guard/test_second_opinion.py), which turn it on.
+    os.environ.setdefault("GUARD_JUDGE", "off")
     return _with_throwaway_services("test", [sys.executable, "-m", "pytest", *pytest_args], migrate=False)
 
 

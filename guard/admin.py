@@ -6,6 +6,7 @@ from django.contrib import admin
 from django.utils.html import format_html_join
 
 from guard.models import GuardCheck, GuardExemplar, GuardRule
+from guard.verdict import second_opinion_lines
 from sgr.admin_audit import AuditAdmin
 
 
@@ -35,7 +36,13 @@ class GuardCheckAdmin(AuditAdmin):
     list_filter = ("level", "status", "provider", "kind")
     list_select_related = ("turn",)
     search_fields = ("raw_output", "error")
-    readonly_fields = [*(f.name for f in GuardCheck._meta.fields), "matched_exemplars"]
+    readonly_fields = [*(f.name for f in GuardCheck._meta.fields), "second_opinion", "matched_exemplars"]
+
+    @admin.display(description="second opinion")
+    def second_opinion(self, check: GuardCheck) -> str:
+        """Both opinions when the fast screen's block went to the judge (``GUARD_JUDGE``)."""
+        lines = second_opinion_lines(check.verdict or {})
+        return format_html_join("\n", "<div>{}</div>", ((line,) for line in lines)) or "-"
 
     @admin.display(description="matched exemplars")
     def matched_exemplars(self, check: GuardCheck) -> str:

@@ -17,6 +17,9 @@ LOCAL_LLM_WHEN = ("always", "unsure")
 MODES = ("enforce", "report")
 BLOCK_LEVELS = ("unsafe", "controversial")
 FAIL_MODES = ("closed", "open")
+# Providers that can give the second opinion on a block (model providers, not the fast screen).
+JUDGES = ("off", "local_llm", "qwen3guard", "mosec", "openai_moderation")
+JUDGE_DISAGREE = ("controversial", "pass", "block")
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,10 @@ class GuardConfig:
     local_llm_when: str = "always"
     unsure_low: float = 0.0
     unsure_high: float = 1.0
+    # The second opinion on a block (``off``: the screen's block stands alone) and what a judge that
+    # clears the message leads to: ``controversial`` (planning sees the doubt), ``pass`` or ``block``.
+    judge: str = "off"
+    judge_disagree: str = "controversial"
 
     @property
     def provider_label(self) -> str:
@@ -88,4 +95,6 @@ def guard_config() -> GuardConfig:
         local_llm_when=_choice("GUARD_LOCAL_LLM_WHEN", settings.GUARD_LOCAL_LLM_WHEN, LOCAL_LLM_WHEN),
         unsure_low=low,
         unsure_high=high,
+        judge=_choice("GUARD_JUDGE", settings.GUARD_JUDGE, JUDGES),
+        judge_disagree=_choice("GUARD_JUDGE_DISAGREE", settings.GUARD_JUDGE_DISAGREE, JUDGE_DISAGREE),
     )

@@ -4,10 +4,17 @@ Each text is screened exactly as a customer message would be (the configured
 chain, thresholds and fail mode; nothing stored). A text counts as *flagged*
 when the verdict's level is not Safe (Controversial or Unsafe), whatever the
 mode; screenings that failed are counted apart. Metrics are given overall, per
-language, per category and per language and category: catch rate (unsafe
-flagged = recall), false-flag rate (safe flagged), precision, AUROC of the
-score (where a group has both classes), latency p50/p95 and the share of texts
-for which the local model was consulted.
+language, per category and per language and category, and per source (``src:``, for
+files whose lines name one): catch rate (unsafe flagged = recall), false-flag rate
+(safe flagged), precision, AUROC of the score (where a group has both classes),
+latency p50/p95 and the share of texts for which the local model was consulted.
+
+*Blocked* is stricter than flagged: the screening would stop the turn before
+planning (status ``blocked``; a judge that cleared a flag leaves it Controversial,
+flagged but not blocked). Per group: unsafe and safe texts blocked, texts the judge
+(``GUARD_JUDGE``) was asked about, and decisions it changed (a block the screen
+wanted that did not happen). Below the table: the p95 latency of texts that needed
+no judge and of the judge's own calls.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ class GuardSample(BaseModel):
     expected: Literal["safe", "unsafe"]
     category: str = ""
     language: str = ""
+    source: str = ""  # where the text comes from (a product's support, everyday chat, a harmful set)
 
 
 class GuardFileError(ValueError):
@@ -49,6 +57,10 @@ class GuardOutcome(BaseModel):
     latency_ms: float
     consulted_model: bool
     failed: bool
+    blocked: bool = False
+    judged: bool = False  # the judge gave a second opinion on a block the chain wanted
+    judge_changed: bool = False  # ... and the text was not blocked after all
+    judge_ms: float | None = None  # the judge's call
 
 
 class GroupMetrics(BaseModel):
@@ -63,6 +75,10 @@ class GroupMetrics(BaseModel):
     p95_ms: float
     consulted_share: float
     failed: int
+    blocked_unsafe_rate: float | None = None
+    blocked_safe_rate: float | None = None
+    judged: int = 0
+    judge_changed: int = 0
 
 
 def language_guess(text: str) -> str:
@@ -94,10 +110,15 @@ def outcome_of(verdict: Verdict, latency_ms: float) -> GuardOutcome:
     score = verdict.score if verdict.score is not None else (1.0 if flagged else 0.0)
     if flagged and verdict.score is not None and verdict.score < 0.5:
         score = 1.0  # a non-grading provider (rules) decided; its verdict outranks any grade
+    opinion = verdict.second_opinion
+    judge_steps = [s for s in verdict.steps if opinion is not None and s.provider == opinion.judge and not s.skipped]
     return GuardOutcome(
         flagged=flagged, score=score, level=verdict.level, status=verdict.status, categories=verdict.categories,
         latency_ms=round(latency_ms, 2), failed=verdict.failed,
         consulted_model=any(s.provider == "local_llm" and not s.skipped for s in verdict.steps),
+        blocked=verdict.status == "blocked", judged=opinion is not None,
+        judge_changed=opinion is not None and verdict.status != "blocked",
+        judge_ms=round(judge_steps[-1].latency_ms, 2) if judge_steps else None,
     )
 
 
@@ -144,6 +165,9 @@ def group_metrics(group: str, pairs: list[tuple[GuardSample, GuardOutcome]]) -> 
         p50_ms=round(percentile(latencies, 50), 1), p95_ms=round(percentile(latencies, 95), 1),
         consulted_share=round(sum(o.consulted_model for _, o in pairs) / len(pairs), 4) if pairs else 0.0,
         failed=sum(o.failed for _, o in pairs),
+        blocked_unsafe_rate=round(sum(o.blocked for o in unsafe) / len(unsafe), 4) if unsafe else None,
+        blocked_safe_rate=round(sum(o.blocked for o in safe) / len(safe), 4) if safe else None,
+        judged=sum(o.judged for _, o in pairs), judge_changed=sum(o.judge_changed for _, o in pairs),
     )
 
 
@@ -161,7 +185,11 @@ def guard_evaluate(samples: list[GuardSample], *, progress: Callable[[int], obje
             progress(1)
     pairs = list(zip(samples, outcomes, strict=True))
     groups: dict[str, list[tuple[GuardSample, GuardOutcome]]] = {"all": pairs}
-    for key in (lambda s: s.language, lambda s: s.category or "-", lambda s: f"{s.language}/{s.category or '-'}"):
+    keys: list[Callable[[GuardSample], str]] = [
+        lambda s: s.language, lambda s: s.category or "-", lambda s: f"{s.language}/{s.category or '-'}"]
+    if any(s.source for s in samples):
+        keys += [lambda s: f"src:{s.source or '-'}", lambda s: f"{s.language}/src:{s.source or '-'}"]
+    for key in keys:
         for sample, outcome in sorted(pairs, key=lambda p: key(p[0])):
             groups.setdefault(key(sample), []).append((sample, outcome))
     return [group_metrics(name, members) for name, members in groups.items()], outcomes, warm_up_ms
@@ -173,17 +201,26 @@ def _cell(value: float | None, percent: bool = True) -> str:
     return f"{value * 100:.1f}%" if percent else f"{value:.3f}"
 
 
-def metrics_format(rows: list[GroupMetrics], *, provider: str, warm_up_ms: float) -> str:
-    """The table as plain text: one line per group."""
+def metrics_format(rows: list[GroupMetrics], *, provider: str, warm_up_ms: float,
+                   outcomes: list[GuardOutcome] | None = None) -> str:
+    """The table as plain text: one line per group; with ``outcomes``, the latency lines below it."""
     header = (f"{'group':<32}{'unsafe':>7}{'safe':>6}{'caught':>9}{'false':>8}{'prec.':>8}{'AUROC':>7}"
-              f"{'p50 ms':>8}{'p95 ms':>8}{'model':>8}{'failed':>7}")
+              f"{'p50 ms':>8}{'p95 ms':>8}{'model':>8}{'failed':>7}{'blk.uns':>9}{'blk.safe':>9}"
+              f"{'judged':>7}{'changed':>8}")
     lines = [f"Guardian chain: {provider}   (warm-up screening, not counted: {warm_up_ms:.0f} ms)", header]
     for r in rows:
         lines.append(
             f"{r.group[:31]:<32}{r.unsafe:>7}{r.safe:>6}{_cell(r.catch_rate):>9}{_cell(r.false_flag_rate):>8}"
             f"{_cell(r.precision):>8}{_cell(r.auroc, percent=False):>7}{r.p50_ms:>8.1f}{r.p95_ms:>8.1f}"
-            f"{r.consulted_share * 100:>7.1f}%{r.failed:>7}"
+            f"{r.consulted_share * 100:>7.1f}%{r.failed:>7}{_cell(r.blocked_unsafe_rate):>9}"
+            f"{_cell(r.blocked_safe_rate):>9}{r.judged:>7}{r.judge_changed:>8}"
         )
     lines += ["", "caught: unsafe texts flagged (recall); false: safe texts flagged; prec.: precision of flags; "
-              "model: share of texts that consulted the local model"]
+              "model: share of texts that consulted the local model; blk.uns / blk.safe: unsafe / safe texts "
+              "blocked; judged: second opinions asked; changed: blocks the judge turned into no block"]
+    if outcomes:
+        unjudged = [o.latency_ms for o in outcomes if not o.judged]
+        judge = [o.judge_ms for o in outcomes if o.judge_ms is not None]
+        lines.append(f"latency p95: texts without a second opinion {percentile(unjudged, 95):.1f} ms "
+                     f"({len(unjudged)}); the judge's call {percentile(judge, 95):.1f} ms ({len(judge)})")
     return "\n".join(lines)

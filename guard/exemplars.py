@@ -20,6 +20,13 @@ phrase, and its near-duplicates follow it. The evidence
 ``d = min(h_k - a_k - MARGIN, h_1 - THRESHOLD)`` is squashed into a score in
 0..1 that is 0.5 on the decision boundary, so it can be ranked (AUROC) and
 banded ("unsure", for the local model).
+
+That margin is thin (issue 30), so ``GUARD_EXEMPLAR_DECISION`` can back it with a
+linear classifier fitted on every exemplar (:mod:`guard.classifier`, refitted with each
+snapshot): ``margin`` (the rule above), ``classifier`` (its probability, score and flag),
+or ``both`` (flagged only when the margin flags and the probability reaches
+``GUARD_EXEMPLAR_CLASSIFIER_THRESHOLD``; the score is the lower of the two, measured
+against the boundary). A near-duplicate decides alone in every mode.
 """
 
 from __future__ import annotations
@@ -30,8 +37,10 @@ from dataclasses import dataclass
 
 import numpy as np
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, connection, transaction
 
+from guard.classifier import LinearClassifier, classifier_fit
 from guard.verdict import ExemplarMatch
 from retrieval.embedders import Embedder, embedder_get
 from sgr.cache import content_cached, content_generation, content_stale
@@ -63,6 +72,7 @@ class ExemplarSet:
     categories: list[str]
     vectors: np.ndarray  # (n, dim), L2-normalised float32
     harmful: np.ndarray  # (n,) bool: Unsafe or Controversial
+    classifier: LinearClassifier | None = None  # fitted on these vectors (None without both kinds)
 
 
 @dataclass(frozen=True)
@@ -84,6 +94,11 @@ class ExemplarSettings:
     k: int
     near: float
     keep: int
+    decision: str = "margin"  # margin | classifier | both
+    classifier_threshold: float = 0.5
+
+
+DECISIONS = ("margin", "classifier", "both")
 
 
 def _vectors_of(embedder: Embedder, texts: list[str]) -> np.ndarray:
@@ -151,10 +166,12 @@ def exemplars_load(embedder: Embedder) -> ExemplarSet:
     dim = embedder.dim if not rows else len(vectors[0])  # type: ignore[arg-type]
     matrix = np.vstack(vectors) if rows else np.zeros((0, dim), dtype=np.float32)  # type: ignore[arg-type]
     levels = [row[2] for row in rows]
+    harmful = np.array([level != ALLOWED for level in levels], dtype=bool)
+    matrix = matrix.astype(np.float32)
     return ExemplarSet(
         ids=[row[0] for row in rows], texts=[row[1] for row in rows], levels=levels,
-        categories=[row[3] for row in rows], vectors=matrix.astype(np.float32),
-        harmful=np.array([level != ALLOWED for level in levels], dtype=bool),
+        categories=[row[3] for row in rows], vectors=matrix, harmful=harmful,
+        classifier=classifier_fit(matrix, harmful),
     )
 
 
@@ -197,6 +214,8 @@ def exemplars_score(*, vector: np.ndarray, exemplars: ExemplarSet, config: Exemp
     ak = _top_mean(similarities[allowed_idx], config.k)
     evidence = min(hk - ak - config.margin, h1 - config.threshold)
     score = 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, evidence / SCORE_SCALE))))
+    if config.decision != "margin" and exemplars.classifier is not None:
+        score = _classifier_score(score, float(exemplars.classifier.probability(vector)), config)
     nearest = int(np.argmax(similarities)) if similarities.size else -1
     if nearest >= 0 and similarities[nearest] >= config.near:
         # A near-duplicate of one exemplar: that exemplar decides, whatever the neighbourhood says.
@@ -229,11 +248,25 @@ def exemplars_score(*, vector: np.ndarray, exemplars: ExemplarSet, config: Exemp
     )
 
 
+def _classifier_score(margin_score: float, probability: float, config: ExemplarSettings) -> float:
+    """The score in classifier modes, 0.5 on the decision boundary like the margin's: the probability
+    mapped so that ``classifier_threshold`` lands on 0.5 (monotone, 0 and 1 kept)."""
+    t = config.classifier_threshold
+    mapped = probability * 0.5 / t if probability < t else 0.5 + (probability - t) * 0.5 / (1.0 - t)
+    return mapped if config.decision == "classifier" else min(margin_score, mapped)
+
+
 def exemplar_settings() -> ExemplarSettings:
+    decision = str(settings.GUARD_EXEMPLAR_DECISION).strip().lower()
+    if decision not in DECISIONS:
+        raise ImproperlyConfigured(f"GUARD_EXEMPLAR_DECISION={decision!r} is not one of {', '.join(DECISIONS)}")
+    threshold = float(settings.GUARD_EXEMPLAR_CLASSIFIER_THRESHOLD)
+    if not 0.0 < threshold < 1.0:
+        raise ImproperlyConfigured(f"GUARD_EXEMPLAR_CLASSIFIER_THRESHOLD must be between 0 and 1, got {threshold}")
     return ExemplarSettings(
         threshold=float(settings.GUARD_EXEMPLAR_THRESHOLD), margin=float(settings.GUARD_EXEMPLAR_MARGIN),
         k=max(1, int(settings.GUARD_EXEMPLAR_K)), near=float(settings.GUARD_EXEMPLAR_NEAR),
-        keep=max(1, int(settings.GUARD_EXEMPLAR_MATCHES)),
+        keep=max(1, int(settings.GUARD_EXEMPLAR_MATCHES)), decision=decision, classifier_threshold=threshold,
     )
 
 

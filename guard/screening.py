@@ -5,7 +5,14 @@ return a :class:`Verdict` and never raise for provider trouble. A provider
 that times out, is unreachable, answers 4xx/5xx or malformed output, or raises
 anything else, yields ``failed_open`` or ``failed_closed`` (``GUARD_FAIL_MODE``),
 never ``pass``; a provider whose endpoint is not configured fails the same
-way (code ``misconfigured``), so the record says so. Invalid guardian settings
+way (code ``misconfigured``), so the record says so.
+
+No block on thin evidence (issue 30): when the chain would block and ``GUARD_JUDGE``
+names a judge, the judge is asked for a second opinion first (only such texts pay for
+the call). It confirms (blocked), clears (``GUARD_JUDGE_DISAGREE`` decides: by default
+the text goes on to planning as Controversial) or fails (``GUARD_FAIL_MODE`` decides:
+closed stops the turn as unavailable; open lets it through as Controversial). Both
+opinions are recorded in ``Verdict.second_opinion``. Invalid guardian settings
 (``ImproperlyConfigured`` from :func:`guard.config.guard_config`) are raised:
 they are the operator's to fix, not a verdict.
 """
@@ -23,7 +30,7 @@ from guard.decision import enforcement_decide, level_max
 from guard.errors import GuardProviderError
 from guard.providers import provider_get
 from guard.retry import RetriesExhausted, call_with_retries
-from guard.verdict import Assessment, Kind, ProviderStep, Status, Verdict
+from guard.verdict import Assessment, Kind, Level, ProviderStep, SecondOpinion, Status, Verdict
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +78,61 @@ def text_screen(*, text: str, kind: Kind, language: str, prompt: str) -> Verdict
             level=level, mode=config.mode, block_level=config.block_level) == "blocked"
         if decided and not _arbiter_ahead(config=config, steps=steps, rest=config.providers[len(steps):], level=level):
             break
-    return _verdict(config=config, kind=kind, steps=steps, failure=failure, latency_ms=(time.monotonic() - started) * 1000)
+    judge: ProviderStep | None = None
+    if config.judge != "off" and _blocking(config=config, steps=steps):
+        judge = next((s for s in steps if s.provider == config.judge and not s.skipped), None)
+        if judge is None:  # not in the chain, or skipped there: ask it now
+            judge, _ = _step_run(config.judge, config=config, text=text, kind=kind, language=language,
+                                 prompt=prompt, deadline=deadline)
+            steps = [s for s in steps if s.provider != config.judge] + [judge]
+    verdict = _verdict(config=config, kind=kind, steps=steps, failure=failure,
+                       latency_ms=(time.monotonic() - started) * 1000)
+    if judge is None:
+        return verdict
+    return _second_opinion_apply(verdict, config=config, judge=judge, failure=failure)
+
+
+def _blocking(*, config: GuardConfig, steps: list[ProviderStep]) -> bool:
+    """True when what the chain found so far would block the text (DT-001)."""
+    level = level_max([s.level for s in steps if not s.error and not s.skipped and not s.deferred])
+    return enforcement_decide(level=level, mode=config.mode, block_level=config.block_level) == "blocked"
+
+
+def _second_opinion_apply(
+    verdict: Verdict, *, config: GuardConfig, judge: ProviderStep, failure: RetriesExhausted | None
+) -> Verdict:
+    """The verdict once the judge has spoken on a block (see the module docstring)."""
+    screen = [s for s in verdict.steps if s.provider != judge.provider and not s.error and not s.skipped and not s.deferred]
+    screen_level = level_max([s.level for s in screen])
+    screen_categories = _union([s.categories for s in screen])
+    level: Level = verdict.level
+    categories = verdict.categories
+    status: Status
+    if judge.error:
+        outcome, applied = "failed", config.fail_mode
+        status = "failed_closed" if config.fail_mode == "closed" else "failed_open"
+        if status == "failed_open":
+            level = "Controversial"  # an unconfirmed flag: planning sees the doubt, DT-001 does not block
+    elif judge.level != "Safe":
+        outcome, applied, status = "confirmed", "", "blocked"
+    else:
+        outcome, applied = "cleared", config.judge_disagree
+        if applied == "block":
+            status = "blocked"
+        elif applied == "pass":
+            level, categories, status = "Safe", [], "pass"
+        else:  # "flagged" even when GUARD_BLOCK_LEVEL=controversial: the doubt goes to planning
+            level, categories, status = "Controversial", screen_categories, "flagged"
+    if failure is not None and status in ("pass", "flagged"):
+        status = "failed_closed" if config.fail_mode == "closed" else "failed_open"
+    return verdict.model_copy(update={
+        "level": level, "categories": categories, "status": status,
+        "second_opinion": SecondOpinion(
+            judge=judge.provider, screen_level=screen_level, screen_categories=screen_categories,
+            judge_level=None if judge.error else judge.level, judge_score=judge.score,
+            outcome=outcome, applied=applied,
+        ),
+    })
 
 
 def _unsure(config: GuardConfig, step: ProviderStep) -> bool:

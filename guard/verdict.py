@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -63,6 +63,44 @@ class ProviderStep(Assessment):
     deferred: bool = False
 
 
+SecondOpinionOutcome = Literal["confirmed", "cleared", "failed"]
+
+
+class SecondOpinion(BaseModel):
+    """The judge's second opinion on a message the fast screen would have blocked (``GUARD_JUDGE``).
+
+    ``confirmed``: the judge flags it too (blocked); ``cleared``: the judge finds it harmless and
+    ``GUARD_JUDGE_DISAGREE`` decided (``applied``: controversial, pass or block); ``failed``: the judge
+    did not answer and ``GUARD_FAIL_MODE`` decided (``applied``: closed or open).
+    """
+
+    judge: str
+    screen_level: Level
+    screen_categories: list[str] = Field(default_factory=list)
+    judge_level: Level | None = None
+    judge_score: float | None = None
+    outcome: SecondOpinionOutcome
+    applied: str = ""
+
+
+def second_opinion_lines(verdict: dict[str, Any]) -> list[str]:
+    """A stored verdict's two opinions as staff read them (empty when no judge was asked):
+    ``["screen: Unsafe (jailbreak)", "judge local_llm: Safe, P(unsafe) 0.10", "cleared → controversial"]``."""
+    opinion = verdict.get("second_opinion")
+    if not isinstance(opinion, dict):
+        return []
+    screen = str(opinion.get("screen_level", ""))
+    if opinion.get("screen_categories"):
+        screen += f" ({', '.join(opinion['screen_categories'])})"
+    judge = str(opinion.get("judge_level") or "no answer")
+    if opinion.get("judge_score") is not None:
+        judge += f", P(unsafe) {opinion['judge_score']:.2f}"
+    outcome = str(opinion.get("outcome", ""))
+    if opinion.get("applied"):
+        outcome += f" → {opinion['applied']}"
+    return [f"screen: {screen}", f"judge {opinion.get('judge', '')}: {judge}", outcome]
+
+
 class Verdict(Assessment):
     """The outcome of one screening, stored on ``Turn.guard_result`` (SGR reads ``level`` and ``categories``)."""
 
@@ -74,6 +112,8 @@ class Verdict(Assessment):
     kind: Kind = "prompt"
     attempts: int = 0
     steps: list[ProviderStep] = Field(default_factory=list)
+    # Additive field (issue 30): both opinions when the fast screen's block went to the judge.
+    second_opinion: SecondOpinion | None = None
 
     @property
     def failed(self) -> bool:

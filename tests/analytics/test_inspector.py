@@ -55,6 +55,17 @@ def test_guardian_blocked_record_without_a_plan_renders(staff_client: Client) ->
     assert "— (no planning call)" in page and "&quot;Unsafe&quot;" in page
 
 
+def test_inspector_shows_both_opinions_of_a_judged_screening(staff_client: Client) -> None:
+    record = record_make(text="Switch to developer mode in the settings")
+    opinion = {"judge": "local_llm", "screen_level": "Unsafe", "screen_categories": ["jailbreak"],
+               "judge_level": "Safe", "judge_score": 0.12, "outcome": "cleared", "applied": "controversial"}
+    GuardCheck.objects.create(turn=record.turn, kind="prompt", level="Controversial", status="flagged",
+                              provider="rules", verdict={"second_opinion": opinion})
+    page = staff_client.get(reverse("admin:sgr_planrecord_change", args=[record.pk])).content.decode()
+    assert ("<td>screen: Unsafe (jailbreak) · judge local_llm: Safe, P(unsafe) 0.12 · cleared → controversial</td>"
+            in page)
+
+
 def test_list_filters_and_search(staff_client: Client) -> None:
     old = timezone.now() - dt.timedelta(days=40)
     normal = record_make(text="Reset my password please", plan={"user_intent": "password reset"})

@@ -85,6 +85,8 @@ def test_a_broken_rule_stored_behind_the_admin_s_back_fails_closed_instead_of_pa
     ("GUARD_LOCAL_LLM_WHEN", "sometimes"),
     ("GUARD_LOCAL_LLM_UNSURE_LOW", 0.9),  # above the high end
     ("GUARD_LOCAL_LLM_UNSURE_HIGH", 1.5),
+    ("GUARD_JUDGE", "rules"),  # the fast screen cannot be its own second opinion
+    ("GUARD_JUDGE_DISAGREE", "maybe"),
 ])
 def test_invalid_settings_are_refused_by_name(guard, settings, name, value):
     settings.GUARD_PROVIDER = "rules"
@@ -112,3 +114,7 @@ def test_the_system_check_names_the_missing_endpoint_and_invalid_values(settings
     assert error.id == "guard.E002" and "GUARD_LOCAL_LLM_BASE_URL" in error.msg
     settings.LLM_BASE_URL = "http://127.0.0.1:1/v1"  # the local model's endpoint is enough
     assert guard_settings_check() == []
+    settings.GUARD_PROVIDER, settings.GUARD_JUDGE = "rules,exemplars", "qwen3guard"
+    settings.GUARD_BASE_URL = ""
+    [error] = guard_settings_check()
+    assert error.id == "guard.W001" and "GUARD_JUDGE" in error.msg and "GUARD_BASE_URL" in error.msg

@@ -15,9 +15,10 @@ from guard.evaluation import GuardFileError, guard_evaluate, metrics_format, sam
 
 class Command(BaseCommand):
     help = (
-        'Screen a JSONL file of {"text", "expected": "safe"|"unsafe", "category"?, "language"?} lines with the '
-        "configured guardian chain and print catch rate, false-flag rate, precision, recall, AUROC and latency "
-        "per language and category, and the share of texts that consulted the local model."
+        'Screen a JSONL file of {"text", "expected": "safe"|"unsafe", "category"?, "language"?, "source"?} lines '
+        "with the configured guardian chain and print catch rate, false-flag rate, precision, recall, AUROC and "
+        "latency per language, category and source, the share of texts that consulted the local model, the texts "
+        "blocked, and how many blocks the judge (GUARD_JUDGE) was asked about and changed."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -35,7 +36,7 @@ class Command(BaseCommand):
         with tqdm(total=len(samples), unit="text", file=self.stderr._out,
                   disable=opts["verbosity"] == 0) as bar:
             rows, outcomes, warm_up_ms = guard_evaluate(samples, progress=bar.update)
-        self.stdout.write(metrics_format(rows, provider=provider, warm_up_ms=warm_up_ms))
+        self.stdout.write(metrics_format(rows, provider=provider, warm_up_ms=warm_up_ms, outcomes=outcomes))
         if opts["json"]:
             data = {"provider": provider, "warm_up_ms": warm_up_ms, "groups": [r.model_dump() for r in rows],
                     "outcomes": [{**s.model_dump(), **o.model_dump()} for s, o in zip(samples, outcomes, strict=True)]}

@@ -1,0 +1,45 @@
+"""A fourth set of guard exemplars (issue 30): a broad benign set of allowed counter-examples.
+
+Ordinary support questions about many products (software, banking, delivery, telecom,
+shopping), everyday chat and assistant requests, and harmless questions on sensitive topics
+(history, fiction, safety advice, security defence, harmless uses of violent words), in English
+and Russian, written for this project. Each group names its source, kept in the exemplar's note
+("fourth set: <source>"), so the exemplar classifier is cross-validated across sources
+(``scripts/guard_crossval.py``). The held-apart part of the same sources
+(``guard/devset/guard_heldout.jsonl``) is never seeded. Like 0004-0006, the data travels with
+this migration and rows staff already have (same text and language) are left alone.
+"""
+
+import json
+from pathlib import Path
+
+from django.db import migrations
+
+DATA = Path(__file__).resolve().parent / "data" / "0007_exemplars.json"
+NOTE = "fourth set: "
+
+
+def _rows():
+    for group in json.loads(DATA.read_text(encoding="utf-8"))["groups"]:
+        for text in group["texts"]:
+            yield text, group["level"], group["category"], group["language"], NOTE + group["source"]
+
+
+def seed(apps, schema_editor):
+    GuardExemplar = apps.get_model("guard", "GuardExemplar")
+    existing = set(GuardExemplar.objects.values_list("text", "language"))
+    GuardExemplar.objects.bulk_create([
+        GuardExemplar(text=text, level=level, category=category, language=language, note=note)
+        for text, level, category, language, note in _rows() if (text, language) not in existing
+    ])
+
+
+def unseed(apps, schema_editor):
+    GuardExemplar = apps.get_model("guard", "GuardExemplar")
+    for text, _level, _category, language, note in _rows():
+        GuardExemplar.objects.filter(text=text, language=language, note=note).delete()
+
+
+class Migration(migrations.Migration):
+    dependencies = [("guard", "0006_seed_off_topic_counter_examples")]
+    operations = [migrations.RunPython(seed, unseed)]

@@ -1,0 +1,111 @@
+"""Cross-validation of the exemplar screen's decision across sources (issue 30).
+
+Usage: ./sd bench scripts/guard_crossval.py [--l2 30 ...] [--thresholds 0.5 0.7 ...]
+
+Every active exemplar belongs to a *source*: its seed set (the note) and, for harmful ones,
+its category ("starter set/violent", "fourth set: support_banking"); English and Russian
+versions of one source stay together, so a translation never leaks across folds. Each source
+in turn is held out: the nearest-neighbour margin (``exemplars_score`` with the configured
+``GUARD_EXEMPLAR_*``) and the logistic classifier (``guard.classifier``) are fitted on the
+others and decide on it. Printed per source: how many of its texts each decision flags (the
+catch rate of a harmful source, the false-flag rate of an allowed one); and the macro averages
+over harmful and allowed sources, for each ridge strength, threshold and combination
+(``margin``, ``classifier``, ``both``). The held-apart dev file is not read: choose here,
+report there (``manage.py evaluate_guard --file guard/devset/guard_heldout.jsonl``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from dataclasses import replace
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+import django  # noqa: E402
+
+django.setup()
+
+import numpy as np  # noqa: E402
+
+from guard.classifier import classifier_fit  # noqa: E402
+from guard.exemplars import ExemplarSet, exemplar_settings, exemplars_load, exemplars_score  # noqa: E402
+from guard.models import GuardExemplar  # noqa: E402
+from retrieval.embedders import embedder_get  # noqa: E402
+
+
+def source_of(note: str, level: str, category: str) -> str:
+    if note.startswith("fourth set"):
+        return note  # one source per group of the broad benign set
+    return f"{note or 'staff'}/{category if level != 'Allowed' else 'allowed'}"
+
+
+def subset(exemplars: ExemplarSet, keep: np.ndarray) -> ExemplarSet:
+    index = np.flatnonzero(keep)
+    return replace(
+        exemplars, ids=[exemplars.ids[i] for i in index], texts=[exemplars.texts[i] for i in index],
+        levels=[exemplars.levels[i] for i in index], categories=[exemplars.categories[i] for i in index],
+        vectors=exemplars.vectors[index], harmful=exemplars.harmful[index], classifier=None,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--l2", type=float, nargs="+", default=[3.0, 10.0, 30.0, 100.0])
+    parser.add_argument("--thresholds", type=float, nargs="+", default=[0.5, 0.6, 0.7, 0.8, 0.9])
+    args = parser.parse_args()
+    started = time.perf_counter()
+    exemplars = exemplars_load(embedder_get())
+    print(f"{len(exemplars.ids)} exemplars loaded in {time.perf_counter() - started:.1f} s")
+    meta = dict(GuardExemplar.objects.filter(pk__in=exemplars.ids).values_list("pk", "note"))
+    sources = np.array([source_of(meta.get(i, ""), level, category) for i, level, category
+                        in zip(exemplars.ids, exemplars.levels, exemplars.categories, strict=True)])
+    margin_config = replace(exemplar_settings(), decision="margin")
+    names = sorted(set(sources))
+    margin_flags: dict[str, np.ndarray] = {}
+    probabilities: dict[tuple[str, float], np.ndarray] = {}
+    fit_seconds: list[float] = []
+    for name in names:
+        held = sources == name
+        train = subset(exemplars, ~held)
+        margin_flags[name] = np.array([exemplars_score(vector=v, exemplars=train, config=margin_config).flagged
+                                       for v in exemplars.vectors[held]])
+        for l2 in args.l2:
+            fit_started = time.perf_counter()
+            model = classifier_fit(train.vectors, train.harmful, l2=l2)
+            fit_seconds.append(time.perf_counter() - fit_started)
+            assert model is not None
+            probabilities[(name, l2)] = model.probability(exemplars.vectors[held])
+    harmful_sources = [n for n in names if exemplars.harmful[sources == n].all()]
+    allowed_sources = [n for n in names if n not in harmful_sources]
+    print(f"{len(names)} sources ({len(harmful_sources)} harmful, {len(allowed_sources)} allowed); "
+          f"one fit: {np.median(fit_seconds) * 1000:.0f} ms median")
+
+    def rate(flags: dict[str, np.ndarray], group: list[str]) -> float:
+        return float(np.mean([flags[n].mean() for n in group]))
+
+    print(f"\n{'decision':<34}{'harmful caught':>16}{'allowed flagged':>17}   (macro average over held-out sources)")
+    print(f"{'margin (nearest neighbours)':<34}{rate(margin_flags, harmful_sources):>15.1%}"
+          f"{rate(margin_flags, allowed_sources):>17.1%}")
+    best: tuple[float, str, dict[str, np.ndarray]] | None = None
+    for l2 in args.l2:
+        for threshold in args.thresholds:
+            alone = {n: probabilities[(n, l2)] >= threshold for n in names}
+            both = {n: alone[n] & margin_flags[n] for n in names}
+            for label, flags in ((f"classifier l2={l2:g} t={threshold:g}", alone),
+                                 (f"both l2={l2:g} t={threshold:g}", both)):
+                caught, flagged = rate(flags, harmful_sources), rate(flags, allowed_sources)
+                print(f"{label:<34}{caught:>15.1%}{flagged:>17.1%}")
+                if best is None or caught - 3 * flagged > best[0]:
+                    best = (caught - 3 * flagged, label, flags)
+    assert best is not None
+    print(f"\nper source, margin vs {best[1]} (best by caught - 3 x flagged):")
+    for name in harmful_sources + allowed_sources:
+        kind = "harmful" if name in harmful_sources else "allowed"
+        print(f"  {kind:<8}{name:<48}{int((sources == name).sum()):>5}"
+              f"{margin_flags[name].mean():>9.1%}{best[2][name].mean():>9.1%}")
+
+
+if __name__ == "__main__":
+    main()
