@@ -66,7 +66,8 @@ async def handshake_cycle(stack: OutageStack, conversation: tuple[str, str]) -> 
             while json.loads(await asyncio.wait_for(ws.recv(), 30))["type"] != "pong":
                 pass
     except Exception as exc:
-        return f"{type(exc).__name__} after {time.monotonic() - began:.2f} s"
+        code = getattr(getattr(exc, "rcvd", None), "code", None)
+        return f"{type(exc).__name__}{f' {code}' if code else ''} after {time.monotonic() - began:.2f} s"
     return f"{time.monotonic() - began:.3f} s"
 
 

@@ -33,6 +33,7 @@ from supportdesk.models import Conversation
 from supportdesk.selectors import conversation_get_authorized, conversation_turn_open
 from supportdesk.pipeline.submit import message_receive
 from supportdesk.services import MessageRejected
+from supportdesk.unavailable import DATABASE_DOWN, pool_check_soon
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +59,13 @@ def db_call(func: Callable[..., T]) -> Callable[..., Awaitable[T]]:
 
 
 CLOSE_UNKNOWN_PATH = 4404
+
+
+def _database_lost(exc: Exception) -> None:
+    """A lost connection: the pool's other idle ones went with the same server; drop them now, so the
+    next handshakes after PostgreSQL's return do not each meet a dead one first."""
+    if isinstance(exc, DATABASE_DOWN):
+        pool_check_soon()
 
 
 class UnknownSocketPath(AsyncWebsocketConsumer):
@@ -114,6 +122,7 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
     async def _try_again_later(self, what: str, exc: Exception) -> None:
         """Accepted, then closed with ``CLOSE_TRY_AGAIN``: a close code the widget retries, not a 500."""
         logger.warning("websocket handshake: %s is unavailable (%s); closing with %s", what, exc, CLOSE_TRY_AGAIN)
+        _database_lost(exc)
         if not getattr(self, "_accepted", False):
             await self.accept()
         await self.close(code=CLOSE_TRY_AGAIN)
@@ -142,8 +151,9 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
             try:
                 await self._catch_up()
                 self.last_sent_at = time.monotonic()  # nothing new: the next look in ``every`` seconds
-            except DatabaseError:
-                logger.warning("websocket catch-up: the database is unavailable; trying again", exc_info=True)
+            except DatabaseError as exc:
+                logger.warning("websocket catch-up: the database is unavailable (%s); trying again", exc)
+                _database_lost(exc)
 
     async def _catch_up(self) -> None:
         """Send every stored event after the last one sent."""
@@ -157,8 +167,9 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         """The channel layer lost Redis and subscribed again: pushes of the gap are gone, read the store."""
         try:
             await self._catch_up()
-        except DatabaseError:
-            logger.warning("websocket resync: the database is unavailable; the watchdog tries again", exc_info=True)
+        except DatabaseError as exc:
+            logger.warning("websocket resync: the database is unavailable (%s); the watchdog tries again", exc)
+            _database_lost(exc)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         # Parse by hand so malformed JSON gets an error frame instead of a dropped socket; the
@@ -188,9 +199,10 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         except MessageRejected as exc:
             await self._send_error(exc.code, exc.text)
             return
-        except DatabaseError:
+        except DatabaseError as exc:
             # PostgreSQL away: nothing was saved (one transaction); the widget keeps the text to send again.
-            logger.warning("websocket message: the database is unavailable", exc_info=True)
+            logger.warning("websocket message: the database is unavailable (%s)", exc)
+            _database_lost(exc)
             await self._send_error("unavailable", await self._text("error_unavailable"))
             return
         self.turn_open = True
