@@ -2,7 +2,7 @@
 after the service's return does each hear from its turn again?
 
 Run: ./sd bench scripts/bench_outages.py [--clients 20] [--words 60] [--chunk-delay 0.15]
-         [--plan-delay 0.5]
+         [--plan-delay 0.5] [--redis-away 8] [--postgres-away 0] [--give-up 120]
 
 Not a test: it prints numbers. The run command's processes (``devstack.outage``: PostgreSQL, Redis,
 one stage worker, one web server, each supervised as ``./sd run`` supervises it) against a copy of
@@ -11,7 +11,10 @@ fresh worker and is not what is measured), and a scripted LLM streaming ``--word
 ``--chunk-delay`` seconds apart. For each of Redis and PostgreSQL: ``--clients`` customers post a
 message and follow their turn over a websocket as the widget does (resume with ``last_seq`` when the
 socket closes, ping while the turn runs, replace a socket silent for 10 s); once every answer is
-streaming the service is killed with SIGKILL and the supervisor starts it again.
+streaming the service is killed with SIGKILL and the supervisor starts it again, after holding it
+down ``--redis-away`` / ``--postgres-away`` seconds (Redis 8 s by default: the answers end while it
+is away, so their last events are published to nobody, the case that froze customers in issue #33).
+A client without its answer ``--give-up`` seconds after its message counts as incomplete.
 
 Reported per kill:
 - clients that ended with exactly one complete answer without a reload, out of ``--clients``;
@@ -74,20 +77,23 @@ async def handshake_cycle(stack: OutageStack, conversation: tuple[str, str]) -> 
 def one_kill(stack: OutageStack, service: str, options: argparse.Namespace, answer: str) -> None:
     posted = [stack.posted(f"How do I reset my password? ({service} {n})") for n in range(options.clients)]
     followers = [Follower(conversation) for conversation, _ in posted]
-    customers = Customers(stack, followers, timeout=300)
+    customers = Customers(stack, followers, timeout=options.give_up)
     deadline = time.monotonic() + 120
     while not all(f.streaming for f in followers):
         if time.monotonic() > deadline:
             raise RuntimeError("the answers did not start streaming in 120 s")
         time.sleep(0.05)
     killed = time.monotonic()
+    stack.supervising.clear()
     stack.kill(service)
+    time.sleep(getattr(options, f"{service}_away"))
+    stack.supervising.set()
     back = stack.back(service)
     cycles = []
     for after in (1.0, 3.0, 10.0):
         time.sleep(max(0.0, back + after - time.monotonic()))
         cycles.append(f"+{after:.0f} s: {asyncio.run(handshake_cycle(stack, posted[0][0]))}")
-    customers.wait(300)
+    customers.wait(options.give_up + 10)
 
     complete = sum(1 for f in followers if f.done and f.shown() == answer and f.repeated == 0
                    and [x["type"] for x in f.frames].count("done") == 1)
@@ -115,6 +121,9 @@ def main() -> None:
     parser.add_argument("--words", type=int, default=60)
     parser.add_argument("--chunk-delay", type=float, default=0.15)
     parser.add_argument("--plan-delay", type=float, default=0.5)
+    parser.add_argument("--redis-away", type=float, default=8.0)
+    parser.add_argument("--postgres-away", type=float, default=0.0)
+    parser.add_argument("--give-up", type=float, default=120.0)
     options = parser.parse_args()
     answer = " ".join(f"word{i}" for i in range(options.words))
     stub = StubProcess(answer, options.plan_delay, options.chunk_delay)

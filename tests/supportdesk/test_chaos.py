@@ -12,6 +12,7 @@ restarted (the next turn after PostgreSQL's return is answered by the same web s
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import pytest
@@ -26,6 +27,7 @@ from tests.conftest import until
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 
 CUSTOMERS = 5  # per kill
+REDIS_AWAY = 6.0  # seconds: about the rest of a streaming answer
 # Quick recovery (the chaos should not take minutes): a lost stage is sent again within seconds.
 RECOVERY = {"TURN_LEASE_SECONDS": "3", "TURN_RECOVERY_SWEEP_SECONDS": "1", "TURN_QUEUE_GRACE_SECONDS": "8",
             "STAGE_RETRY_BACKOFF": "0.5", "WS_CATCHUP_SECONDS": "2"}
@@ -74,7 +76,9 @@ def test_customers_get_every_answer_once_through_a_redis_kill_and_a_postgres_kil
     stack = OutageStack(tmp_path, llm_url=llm.base_url, source=settings.DATABASES["default"],
                         without_data_of=(GuardExemplar._meta.db_table,), env=RECOVERY)
     try:
-        turn_ids = _round(stack, "redis", llm.answer_text)
+        # Redis held away long enough for the answers to end meanwhile: their last events are published to
+        # nobody, and no later event would reveal the gap (the case that left customers with half an answer).
+        turn_ids = _round(stack, "redis", llm.answer_text, outage=lambda conversation: time.sleep(REDIS_AWAY))
         _done_once(stack, turn_ids, llm.answer_text)
         assert "redis" in stack.restarts
 
