@@ -60,6 +60,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, so it sees a view's exception first: PostgreSQL away is a 503 with Retry-After, not a 500.
+    "supportdesk.unavailable.DatabaseUnavailable",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -133,9 +135,11 @@ REDIS_URL = env.str("REDIS_URL", default="redis://127.0.0.1:63799/0")
 
 # `pubsub` (default): a group_send is one PUBLISH and each web process holds one subscription,
 # the cheapest per streamed event (measured, docs/benchmarks.md); a push lost to a Redis hiccup
-# is filled from the event store by the consumer. `list`: channels_redis' sorted-set layer.
+# is filled from the event store by the consumer. It is channels_redis' pub/sub layer made to
+# subscribe again after a Redis restart (supportdesk.channel_layer). `list`: channels_redis'
+# sorted-set layer.
 CHANNEL_LAYER = env.str("CHANNEL_LAYER", default="pubsub")
-_CHANNEL_BACKENDS = {"pubsub": "channels_redis.pubsub.RedisPubSubChannelLayer",
+_CHANNEL_BACKENDS = {"pubsub": "supportdesk.channel_layer.PubSubChannelLayer",
                      "list": "channels_redis.core.RedisChannelLayer"}
 if CHANNEL_LAYER not in _CHANNEL_BACKENDS:
     raise ImproperlyConfigured(f"CHANNEL_LAYER must be one of {', '.join(_CHANNEL_BACKENDS)}, not {CHANNEL_LAYER!r}")
@@ -355,6 +359,10 @@ DASHBOARD_DEFAULT_DAYS = env.int("DASHBOARD_DEFAULT_DAYS", default=30)
 
 # --- Messages -------------------------------------------------------------------------
 MESSAGE_MAX_CHARS = env.int("MESSAGE_MAX_CHARS", default=4000)
+# A websocket whose conversation has a turn in flight and that has sent nothing for this many
+# seconds reads the turn's events from the store (a push lost with Redis never leaves a customer
+# with half an answer; supportdesk/consumers.py). 0 turns it off.
+WS_CATCHUP_SECONDS = env.float("WS_CATCHUP_SECONDS", default=5.0)
 
 # --- Answer, widget and API -------------------------------------------------------------
 # Tool rounds (search_kb calls) the answering agent may make before it must answer.
@@ -420,6 +428,8 @@ ASK_TIMEOUT = env.float("ASK_TIMEOUT", default=30.0)
 ASK_MAX_WAIT = env.float("ASK_MAX_WAIT", default=120.0)
 # Seconds an integrator is told to wait (Retry-After) before polling a 202 or retrying a 503.
 ASK_RETRY_AFTER = env.int("ASK_RETRY_AFTER", default=5)
+# Seconds a client is told to wait (Retry-After of the 503) when PostgreSQL is away (supportdesk/unavailable.py).
+DB_RETRY_AFTER = env.int("DB_RETRY_AFTER", default=5)
 # Origins of other sites whose pages may embed the widget (CORS on /api/ and websockets), or "*".
 WIDGET_ALLOWED_ORIGINS = env.list("WIDGET_ALLOWED_ORIGINS", default=[])
 

@@ -117,8 +117,8 @@ def run() -> int:
         while True:
             if bringup is not None:
                 bringup.poll(group)
-            # A dead worker, web server or Redis is started again (a turn a worker held is sent again by
-            # the turn recovery sweeper); PostgreSQL cannot be replaced under the stack's feet.
+            # A dead worker, web server, Redis or PostgreSQL is started again, with its data (a turn a
+            # worker held is sent again by the turn recovery sweeper; requests meanwhile get a 503).
             exited = group.supervise()
             if exited is not None:
                 raise StackError(f"{exited.name} exited with code {exited.proc.returncode}; see .data/logs/{exited.name}.log")

@@ -145,8 +145,10 @@ class ProcessGroup:
                 failures = 0 if now - child.started >= STAYED_UP else child.failures + 1
                 delay = 0.0 if failures == 0 else min(RESTART_BACKOFF_MAX, 2.0 ** (failures - 1))
                 self._kill_leftovers(child)
-                say(f"{child.name} exited with code {child.proc.returncode}; starting it again in {delay:.0f}s "
-                    f"(see .data/logs/{child.name}.log)")
+                looping = (f"; it died within {STAYED_UP:.0f}s of its start {failures} time(s) in a row, so the "
+                           f"restarts back off" if failures > 1 else "")
+                say(f"{child.name} exited with code {child.proc.returncode}; starting it again in {delay:.0f}s"
+                    f"{looping} (see .data/logs/{child.name}.log)")
                 child.failures, child.restart_at = failures, now + delay
             if now >= child.restart_at:
                 again = self._spawn(child.name, child.argv, env=child.env, stop_signal=child.stop_signal, cwd=child.cwd)

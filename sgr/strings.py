@@ -76,6 +76,10 @@ BUILTIN_STRINGS: dict[str, dict[str, str]] = {
         "en": "The assistant is temporarily unavailable. Your message is saved; please try again shortly.",
         "ru": "Ассистент временно недоступен. Ваше сообщение сохранено, попробуйте чуть позже.",
     },
+    "error_unavailable": {
+        "en": "The service is briefly unavailable and nothing was saved. Please send your message again in a moment.",
+        "ru": "Сервис ненадолго недоступен, ничего не сохранено. Пожалуйста, отправьте сообщение ещё раз чуть позже.",
+    },
     "guard_unavailable": {
         "en": "Our safety check is temporarily unavailable. Your message is saved; please try again shortly.",
         "ru": "Проверка безопасности временно недоступна. Ваше сообщение сохранено, попробуйте чуть позже.",

@@ -33,6 +33,7 @@ from supportdesk.htmlmd import html_to_markdown
 from supportdesk.outcome import TurnOutcome, turn_outcome
 from supportdesk.pipeline.submit import TurnTimeout, ask_submit, turn_wait
 from supportdesk.services import MessageRejected
+from supportdesk.textclean import text_clean
 
 OUTPUT_COLUMNS: tuple[str, ...] = (
     "id", "status", "articles", "chunks", "answer", "spam_score", "confidence", "searches", "user_intent",
@@ -167,7 +168,8 @@ def row_process(request: Request, *, language: str, timeout: float) -> dict[str,
     """One request through the pipeline; every failure becomes the row's ``error``, never an exception."""
     row: dict[str, Any] = {"id": request.id}
     try:
-        text = request_text(subject=request.subject, html=request.html)
+        # Cleaned before the HTML parser sees it: a lone surrogate from a spreadsheet cell cannot be encoded.
+        text = request_text(subject=text_clean(request.subject), html=text_clean(request.html))
         # The same path as POST /api/v1/ask: one conversation per request, then a bounded wait.
         turn = ask_submit(text=text, language=language).turn
         outcome = turn_outcome(turn=turn_wait(turn_id=turn.pk, timeout=timeout))

@@ -1,13 +1,23 @@
 """The customer websocket: ``/ws/conversations/<id>/?token=...[&last_seq=N]``.
 
-Frames in: ``{"type": "message", "text": "..."}``.
-Frames out: stored turn events ``{"type", "seq", "turn", "payload"}`` and, for
-bad input, ``{"type": "error", "seq": null, "payload": {"code", "message"}}``.
+Frames in: ``{"type": "message", "text": "..."}`` and ``{"type": "ping"}`` (the widget's heartbeat).
+Frames out: stored turn events ``{"type", "seq", "turn", "payload"}``, ``{"type": "pong", "seq": null}``
+and, for bad input, ``{"type": "error", "seq": null, "payload": {"code", "message"}}``.
+
+Every event reaches the customer once, in order, whatever happens to Redis: a live push that
+skips a seq fills the gap from the store; the channel layer says ``layer.resync`` when it has
+subscribed again after losing Redis (pushes published meanwhile are gone); and a socket with a
+turn in flight that has sent nothing for ``WS_CATCHUP_SECONDS`` reads the store itself. A
+handshake that meets Redis or PostgreSQL away is accepted and closed with ``CLOSE_TRY_AGAIN``
+(the widget reconnects), never an HTTP 500.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 from urllib.parse import parse_qs
@@ -15,16 +25,22 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocketConsumer
 from django.conf import settings
+from django.db import DatabaseError
 
 from sgr.strings import ui_string
 from supportdesk.events import conversation_events_after, conversation_group
 from supportdesk.models import Conversation
-from supportdesk.selectors import conversation_get_authorized
+from supportdesk.selectors import conversation_get_authorized, conversation_turn_open
 from supportdesk.pipeline.submit import message_receive
 from supportdesk.services import MessageRejected
+from supportdesk.unavailable import DATABASE_DOWN, pool_check_soon
+
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 CLOSE_UNAUTHORIZED = 4403
+# Redis or PostgreSQL was away during the handshake: reconnect (with ``last_seq``) in a moment.
+CLOSE_TRY_AGAIN = 4503
 
 
 def frame_max_chars() -> int:
@@ -45,6 +61,13 @@ def db_call(func: Callable[..., T]) -> Callable[..., Awaitable[T]]:
 CLOSE_UNKNOWN_PATH = 4404
 
 
+def _database_lost(exc: Exception) -> None:
+    """A lost connection: the pool's other idle ones went with the same server; drop them now, so the
+    next handshakes after PostgreSQL's return do not each meet a dead one first."""
+    if isinstance(exc, DATABASE_DOWN):
+        pool_check_soon()
+
+
 class UnknownSocketPath(AsyncWebsocketConsumer):
     """A websocket on a path that is not a conversation (``/ws/conversations/<uuid>/``): refused."""
 
@@ -61,7 +84,11 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         query = parse_qs(self.scope.get("query_string", b"").decode())
         token = (query.get("token") or [""])[0]
         public_id = self.scope["url_route"]["kwargs"]["public_id"]
-        conversation = await db_call(conversation_get_authorized)(public_id=public_id, token=token)
+        try:
+            conversation = await db_call(conversation_get_authorized)(public_id=public_id, token=token)
+        except DatabaseError as exc:
+            await self._try_again_later("the database", exc)
+            return
         if conversation is None:
             await self.close(code=CLOSE_UNAUTHORIZED)
             return
@@ -74,18 +101,75 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         # A cursor beyond the conversation's last event (a stale or made-up one) would drop every
         # later live event as "already sent": the client gets everything after the real end instead.
         self.last_sent_seq = min(asked, conversation.last_event_seq)
+        self.last_sent_at = time.monotonic()
+        self.turn_open = True  # until the store says otherwise (below)
         # Join first, then replay: a live event that races the replay is dropped by seq below.
-        await self.channel_layer.group_add(self.group, self.channel_name)
+        try:
+            await self.channel_layer.group_add(self.group, self.channel_name)
+        except Exception as exc:  # Redis away, or the layer subscribing again after losing it
+            await self._try_again_later("the channel layer", exc)
+            return
         await self.accept()
+        try:
+            self.turn_open = await db_call(conversation_turn_open)(conversation=conversation)
+            await self._catch_up()
+        except DatabaseError as exc:
+            await self._try_again_later("the database", exc)
+            return
+        if settings.WS_CATCHUP_SECONDS > 0:
+            self.watchdog = asyncio.create_task(self._watch(settings.WS_CATCHUP_SECONDS))
+
+    async def _try_again_later(self, what: str, exc: Exception) -> None:
+        """Accepted, then closed with ``CLOSE_TRY_AGAIN``: a close code the widget retries, not a 500."""
+        logger.warning("websocket handshake: %s is unavailable (%s); closing with %s", what, exc, CLOSE_TRY_AGAIN)
+        _database_lost(exc)
+        if not getattr(self, "_accepted", False):
+            await self.accept()
+        await self.close(code=CLOSE_TRY_AGAIN)
+
+    async def accept(self, subprotocol: str | None = None, headers: Any = None) -> None:
+        await super().accept(subprotocol, headers)
+        self._accepted = True
+
+    async def disconnect(self, code: int) -> None:
+        watchdog = getattr(self, "watchdog", None)
+        if watchdog is not None:
+            watchdog.cancel()
+        if hasattr(self, "group"):
+            try:
+                await self.channel_layer.group_discard(self.group, self.channel_name)
+            except Exception:  # Redis away: the layer forgets the subscription all the same
+                logger.warning("websocket closed: could not leave %s", self.group, exc_info=True)
+
+    async def _watch(self, every: float) -> None:
+        """While a turn is in flight, a socket silent for ``every`` seconds reads the store: a push lost
+        with Redis (a turn's last events, published while the layer was not subscribed) still arrives."""
+        while True:
+            await asyncio.sleep(every / 2)
+            if not self.turn_open or time.monotonic() - self.last_sent_at < every:
+                continue
+            try:
+                await self._catch_up()
+                self.last_sent_at = time.monotonic()  # nothing new: the next look in ``every`` seconds
+            except DatabaseError as exc:
+                logger.warning("websocket catch-up: the database is unavailable (%s); trying again", exc)
+                _database_lost(exc)
+
+    async def _catch_up(self) -> None:
+        """Send every stored event after the last one sent."""
         missed = await db_call(conversation_events_after)(
-            conversation=conversation, after_seq=self.last_sent_seq
+            conversation=self.conversation, after_seq=self.last_sent_seq
         )
         for event in missed:
             await self._send_frame(event.as_frame())
 
-    async def disconnect(self, code: int) -> None:
-        if hasattr(self, "group"):
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+    async def layer_resync(self, message: dict[str, Any]) -> None:
+        """The channel layer lost Redis and subscribed again: pushes of the gap are gone, read the store."""
+        try:
+            await self._catch_up()
+        except DatabaseError as exc:
+            logger.warning("websocket resync: the database is unavailable (%s); the watchdog tries again", exc)
+            _database_lost(exc)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         # Parse by hand so malformed JSON gets an error frame instead of a dropped socket; the
@@ -102,6 +186,9 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         await self.receive_json(content)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        if isinstance(content, dict) and content.get("type") == "ping":
+            await self.send_json({"type": "pong", "seq": None, "turn": None, "payload": {}})
+            return
         if not isinstance(content, dict) or content.get("type") != "message":
             await self._send_error("bad_frame", await self._text("error_bad_frame"))
             return
@@ -112,6 +199,13 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         except MessageRejected as exc:
             await self._send_error(exc.code, exc.text)
             return
+        except DatabaseError as exc:
+            # PostgreSQL away: nothing was saved (one transaction); the widget keeps the text to send again.
+            logger.warning("websocket message: the database is unavailable (%s)", exc)
+            _database_lost(exc)
+            await self._send_error("unavailable", await self._text("error_unavailable"))
+            return
+        self.turn_open = True
         await self.send_json({"type": "accepted", "seq": None, "turn": turn.pk, "payload": {}})
 
     def _client_ip(self) -> str | None:
@@ -136,6 +230,11 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         if frame["seq"] <= self.last_sent_seq:
             return  # already delivered by the replay
         self.last_sent_seq = frame["seq"]
+        self.last_sent_at = time.monotonic()
+        if frame["type"] == "done":
+            self.turn_open = False  # a message sent meanwhile opens it again ("accepted")
+        elif frame["type"] == "status":
+            self.turn_open = True
         await self.send_json(frame)
 
     async def _text(self, key: str, **params: object) -> str:

@@ -17,6 +17,11 @@ def conversation_get_authorized(*, public_id: Any, token: str) -> Conversation |
     return conversation
 
 
+def conversation_turn_open(*, conversation: Conversation) -> bool:
+    """True while a turn of the conversation has not ended (its events are still to come)."""
+    return Turn.objects.filter(conversation=conversation).exclude(status__in=Turn.TERMINAL).exists()
+
+
 # The stages' reads below take no ORDER BY: for an ordered query Django 5.2 maps every selected
 # column to its position (``SQLCompiler._order_by_pairs``), and with the joined rows of these reads
 # that was ~10 % of a stage worker's CPU under a burst (docs/benchmarks.md). A row by its key needs

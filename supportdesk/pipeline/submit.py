@@ -23,7 +23,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from pydantic import BaseModel
 
-from sgr.strings import ui_string
+from sgr.strings import supported_language, ui_string
 from supportdesk.events import turn_event_emit
 from supportdesk.models import ApiKey, AskRequest, Conversation, Message, Turn
 from supportdesk.pipeline.leases import turn_recovery_due
@@ -95,6 +95,10 @@ def ask_submit(
     Raises :class:`~supportdesk.services.MessageRejected` (nothing is saved) and
     :class:`IdempotencyConflict` (the key was used with another body).
     """
+    # Cleaned before anything else touches it: a lone surrogate cannot even be hashed, and the
+    # hash of a retried request must match the text that was stored.
+    language = supported_language(language)
+    text = message_validate(text=text, language=language)
     digest = _request_hash(text=text, language=language)
     if idempotency_key:
         earlier = _ask_request_find(api_key=api_key, idempotency_key=idempotency_key)

@@ -35,6 +35,7 @@ def test_a_killed_worker_is_started_again_with_a_growing_backoff(tmp_path, capsy
         said = capsys.readouterr().out
         assert "worker-stages exited with code -9; starting it again in 1s" in said
         assert "worker-stages exited with code -9; starting it again in 2s" in said  # died again at once: longer wait
+        assert "2 time(s) in a row, so the restarts back off" in said  # a crash loop says so
         assert said.count("worker-stages started again") == 2
     finally:
         group.stop_all()

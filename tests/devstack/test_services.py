@@ -1,4 +1,5 @@
-"""The run command's local services: Redis keeps its data across a restart; PostgreSQL refuses a busy port."""
+"""The run command's local services: Redis and PostgreSQL keep their data across a restart and are started
+again when they die; PostgreSQL refuses a busy port."""
 
 from __future__ import annotations
 
@@ -69,5 +70,35 @@ def test_the_run_commands_redis_is_started_again_when_it_dies_with_its_data(tmp_
             time.sleep(0.1)
         assert redis.Redis.from_url(url).lrange("answer", 0, -1) == [b"a stage in flight"]
         client.close()
+    finally:
+        group.stop_all()
+
+
+def test_the_run_commands_postgres_is_started_again_when_it_is_killed_with_its_data(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from devstack.services import pg_bin_dir
+
+    data_dir = tmp_path / "run" / "postgres"  # laid out like .data/postgres: kept, so supervised
+    group = ProcessGroup(log_dir=tmp_path / "logs")
+    port = free_port()
+    psql = [str(pg_bin_dir() / "psql"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-d", "x", "-tAq", "-c"]
+    try:
+        postgres_start(group, data_dir=data_dir, port=port, database="x")
+        subprocess.run([*psql, "create table kept (v text); insert into kept values ('a committed row')"], check=True)
+        postmaster = group.children[0].proc
+        os.kill(postmaster.pid, signal.SIGKILL)
+        postmaster.wait(5)
+        deadline = time.monotonic() + 60
+        while subprocess.run([*psql, "select 1"], capture_output=True).returncode != 0:
+            assert group.supervise() is None  # supervised: started again, not reported as fatal
+            assert time.monotonic() < deadline, "PostgreSQL was not started again"
+            time.sleep(0.2)
+        assert group.children[0].proc.pid != postmaster.pid
+        kept = subprocess.run([*psql, "select v from kept"], capture_output=True, text=True, check=True).stdout
+        assert kept.strip() == "a committed row"
     finally:
         group.stop_all()

@@ -20,7 +20,7 @@ def test_an_unknown_channel_layer_is_refused_by_name():
     assert refused.returncode != 0
     assert "CHANNEL_LAYER must be one of pubsub, list, not 'bogus'" in refused.stderr
     assert _setup_with(CHANNEL_LAYER="list").stdout.strip() == "channels_redis.core.RedisChannelLayer"
-    assert _setup_with().stdout.strip() == "channels_redis.pubsub.RedisPubSubChannelLayer"
+    assert _setup_with().stdout.strip() == "supportdesk.channel_layer.PubSubChannelLayer"  # resubscribes after a Redis restart
 
 
 def test_without_a_secret_key_only_debug_starts():

@@ -326,6 +326,7 @@
       scroll();
       return;
     }
+    if (frame.type === "pong") return;
     if (frame.type === "error" && frame.seq === null) { showError(p.message, pendingText); return; }
     const view = turnView(frame.turn);
     switch (frame.type) {
@@ -503,22 +504,50 @@
   }
 
   // --- transport ---------------------------------------------------------------------------
+  // Heartbeat: while a turn is in flight the widget pings every HEARTBEAT_MS; the server answers
+  // every ping, so a socket that has been silent for SILENT_MS is dead (a server gone without a
+  // close frame) and is replaced at once, resuming from lastSeq. Idle, nothing is sent.
+  const HEARTBEAT_MS = 10000;
+  const SILENT_MS = 25000;
+  let lastHeard = Date.now();
+  const turnInFlight = () => pendingText !== null || [...turns.values()].some((view) => !view.finished);
+
   function connect() {
     const url = `${wsBase}/ws/conversations/${conversation.id}/?token=${encodeURIComponent(conversation.token)}&last_seq=${lastSeq}`;
-    socket = new WebSocket(url);
-    socket.onopen = () => {
-      retryDelay = 500;
+    const ws = new WebSocket(url);
+    socket = ws;
+    ws.onopen = () => {
+      lastHeard = Date.now();
       conn.textContent = "";
       const queued = outbox.splice(0);
       for (const text of queued) sendMessage(text);
     };
-    socket.onmessage = (e) => { try { onFrame(JSON.parse(e.data)); } catch (err) { /* a bad frame must not stop the stream */ } };
-    socket.onclose = () => {
+    ws.onmessage = (e) => {
+      lastHeard = Date.now();
+      retryDelay = 500; // a frame came: this socket works (a socket closed at once does not reset it)
+      try { onFrame(JSON.parse(e.data)); } catch (err) { /* a bad frame must not stop the stream */ }
+    };
+    ws.onclose = () => {
+      if (socket !== ws) return; // replaced already
       conn.textContent = t("widget_reconnecting");
+      // 4503: Redis or the database was away during the handshake; the usual backoff applies.
       setTimeout(connect, retryDelay);
       retryDelay = Math.min(retryDelay * 2, 5000);
     };
   }
+
+  setInterval(() => {
+    if (!socket || socket.readyState !== WebSocket.OPEN || !turnInFlight()) return;
+    if (Date.now() - lastHeard > SILENT_MS) {
+      const dead = socket;
+      socket = null; // its late onclose must not reconnect a second time
+      try { dead.close(); } catch (err) { /* already closing */ }
+      conn.textContent = t("widget_reconnecting");
+      connect();
+      return;
+    }
+    try { socket.send(JSON.stringify({ type: "ping" })); } catch (err) { /* the close handler reconnects */ }
+  }, HEARTBEAT_MS);
 
   function sendMessage(text) {
     text = (text || "").trim();
