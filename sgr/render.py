@@ -26,6 +26,7 @@ RESPONSE_KEYS: dict[str, str] = {
     "clarify": "sgr_clarify_outro",
     "block": "sgr_spam_response",
     "guardian_block": "sgr_guardian_response",
+    "handoff": "sgr_handoff_response",
 }
 TEMPLATES_SNAPSHOT = "response_templates"
 

@@ -15,8 +15,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-Action = Literal["normal", "clarify", "block", "guardian_block"]
-ACTIONS: tuple[Action, ...] = ("normal", "clarify", "block", "guardian_block")
+Action = Literal["normal", "clarify", "block", "guardian_block", "handoff"]
+ACTIONS: tuple[Action, ...] = ("normal", "clarify", "block", "guardian_block", "handoff")
 
 TOOL_NAME = "analyse_user_request"
 
@@ -99,8 +99,8 @@ class Plan(BaseModel):
     action: Action = Field(
         description=(
             "REASONING STEP 6 - Action: 'normal' (answer from the knowledge base), 'clarify' (the request "
-            "is ambiguous: ask one question), 'block' (spam or off-topic) or 'guardian_block' "
-            "(the guardian found the message unsafe)."
+            "is ambiguous: ask one question), 'block' (spam or off-topic), 'guardian_block' "
+            "(the guardian found the message unsafe) or 'handoff' (the customer asks to talk to a person)."
         ),
     )
     clarification_question: str = Field(

@@ -51,6 +51,10 @@ BUILTIN_STRINGS: dict[str, dict[str, str]] = {
         "en": "I can only help with questions about our product and services.",
         "ru": "Я могу помочь только с вопросами о нашем продукте и услугах.",
     },
+    "sgr_handoff_response": {  # issue #29: the plan found that the customer asks for a person
+        "en": "I am passing your conversation to a person from our support team.",
+        "ru": "Передаю ваш разговор сотруднику службы поддержки.",
+    },
     "sgr_guardian_response": {
         "en": "I can't help with that request.",
         "ru": "Я не могу помочь с этим запросом.",

@@ -64,6 +64,7 @@ def seeded_content(django_db_blocker: Any) -> None:
         import_module("sgr.migrations.0002_default_content").load(apps, None)
         import_module("sgr.migrations.0003_text_versions").backfill(apps, None)
         import_module("sgr.migrations.0004_planning_prompt_fixed_first").forward(apps, None)
+        import_module("sgr.migrations.0005_responsetemplate_handoff_action").seed(apps, None)
         import_module("guard.migrations.0002_seed_rules").seed(apps, None)
         import_module("guard.migrations.0004_seed_exemplars").seed(apps, None)
         import_module("guard.migrations.0005_seed_counter_examples").seed(apps, None)

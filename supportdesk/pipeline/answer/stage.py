@@ -17,7 +17,7 @@ from supportdesk.pipeline.answer.agent import AgentOutcome, agent_run
 from supportdesk.pipeline.answer.batching import TokenBatcher
 from supportdesk.pipeline.answer.final import FinalAnswer, final_answer_build
 from supportdesk.pipeline.answer.kb import KbResult, kb_attempt_mark, kb_search
-from supportdesk.pipeline.answer.markdown import answer_html
+from supportdesk.markup import answer_html
 from supportdesk.pipeline.answer.prefetch import plan_prefetch, prefetch_messages
 from supportdesk.events import turn_event_emit
 from supportdesk.llm import llm_client
