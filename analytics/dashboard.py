@@ -17,6 +17,7 @@ from django.utils import timezone, translation
 from pydantic import ValidationError
 
 from analytics.filters import PlanRecordFilters
+from analytics.handoffs import handoff_stats
 from analytics.stats import PlanRecordStats, plan_record_stats
 from sgr.schema import ACTIONS
 from sgr.strings import ui_string
@@ -68,6 +69,7 @@ def dashboard_view(request: HttpRequest) -> HttpResponse:
         "error": error,
         "stats": stats,
         "charts": dashboard_charts(stats),
+        "handoff": handoff_stats(filters),
         "languages": settings.LANGUAGES,
     }
     return TemplateResponse(request, "dashboard/index.html", context)
