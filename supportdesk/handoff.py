@@ -100,15 +100,24 @@ def _record(*, conversation: Conversation, before: str, reason: str, message: st
         body["by"] = staff_name(actor)
     conversation_event_emit(conversation_id=conversation.pk, type="handoff", payload=body, turn=turn,
                             actor_id=getattr(actor, "pk", None))
-    inbox_notify(conversation=conversation, kind="handoff")
+    item = None
+    if conversation.owner == Owner.WAITING:  # the queue's new row, so an open inbox lists it at once
+        last = turn.user_message.text if turn is not None else Message.objects.filter(
+            conversation_id=conversation.pk, role=Message.Role.USER).order_by("-id").values_list("text", flat=True).first()
+        item = {"id": str(conversation.public_id), "owner": conversation.owner, "reason": conversation.handoff_reason,
+                "language": conversation.language, "preview": (last or "")[:160], "email": conversation.contact_email,
+                "wait_seconds": 0}
+    inbox_notify(conversation=conversation, kind="handoff", item=item)
 
 
-def inbox_notify(*, conversation: Conversation, kind: str) -> None:
-    """Tell every open inbox that ``conversation`` changed (on commit; the inbox reads it again)."""
+def inbox_notify(*, conversation: Conversation, kind: str, item: dict[str, Any] | None = None) -> None:
+    """Tell every open inbox that ``conversation`` changed (on commit; the inbox reads it again; ``item``:
+    its row in the waiting queue, which the inbox shows before it has read the queue again)."""
+    payload: dict[str, Any] = {"kind": kind, "conversation": str(conversation.public_id), "owner": conversation.owner}
+    if item is not None:
+        payload["item"] = item
     group_broadcast(group=INBOX_GROUP, key=conversation.pk, frame={
-        "type": "inbox", "seq": None, "turn": None,
-        "payload": {"kind": kind, "conversation": str(conversation.public_id), "owner": conversation.owner},
-    })
+        "type": "inbox", "seq": None, "turn": None, "payload": payload})
 
 
 def conversation_handoff_request(*, conversation: Conversation, reason: str, turn: Turn | None = None) -> Transition:

@@ -11,7 +11,7 @@ from django.test import Client
 
 from sgr.strings import ui_string
 from supportdesk.handoff import conversation_handoff_request
-from supportdesk.models import Conversation, TurnEvent
+from supportdesk.models import Conversation, Message, TurnEvent
 from supportdesk.presence import agents_online, agents_presence_reset
 from supportdesk.services import conversation_create
 from tests.conftest import conversation_create_via_api
@@ -124,9 +124,13 @@ def test_the_inbox_websocket_is_for_agents_counts_them_as_there_and_hears_a_requ
     assert inbox.connect()[0]
     assert agents_online() == 1
     conversation = conversation_create().conversation
+    Message.objects.create(conversation=conversation, role="user", text="Where is my parcel?")
     conversation_handoff_request(conversation=conversation, reason="widget_button")
     frame = inbox.receive_until(lambda f: f["type"] == "inbox")[-1]
+    item = frame["payload"].pop("item")
     assert frame["payload"] == {"kind": "handoff", "conversation": str(conversation.public_id), "owner": "waiting"}
+    # The queue's new row comes with it: an open inbox lists it before it reads the queue again.
+    assert item["preview"] == "Where is my parcel?" and item["reason"] == "widget_button" and item["wait_seconds"] == 0
     # An agent was there: the customer is told to expect a reply in minutes, and nobody is emailed.
     last = TurnEvent.objects.filter(conversation=conversation, type="handoff").last()
     assert last.payload["ask_email"] is False
