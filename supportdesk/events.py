@@ -2,7 +2,8 @@
 
 Every event a customer can see goes through :func:`turn_event_emit` (or
 :func:`turn_status_move_emit`, which moves the turn to the status it announces in the
-same statement), so a widget that reconnects can replay exactly what it missed from the database.
+same statement, or :func:`conversation_event_emit` for a conversation's own events: a
+handoff, a staff reply), so a widget that reconnects can replay exactly what it missed from the database.
 
 Pushing is asynchronous but ordered: each process sends its events to the
 channel layer in the order they were committed, in batches from one thread,

@@ -18,8 +18,10 @@ from django.contrib import admin
 from django.contrib.admin.views.decorators import staff_member_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.response import TemplateResponse
+from django.utils import translation
 from django.views.decorators.http import require_GET, require_POST
 
+from sgr.strings import supported_language, ui_string
 from supportdesk.handoff import (
     HandoffError, can_handle, conversation_claim, conversation_hand_back, conversation_release,
     conversation_resolve, conversation_staff_reply, staff_name,
@@ -42,10 +44,19 @@ def agent_required(view: View) -> View:
     return checked
 
 
+LABELS = ("inbox_title", "inbox_waiting", "inbox_mine", "inbox_others", "inbox_live", "inbox_none", "inbox_waited",
+          "inbox_claim", "inbox_takeover", "inbox_resolve", "inbox_hand_back", "inbox_release", "inbox_reply",
+          "inbox_send", "inbox_connecting", "inbox_connected", "inbox_reconnecting", "inbox_customer",
+          "inbox_to_staff", "inbox_assistant", "inbox_plan_record")
+
+
 @agent_required
 @require_GET
 def inbox_page(request: HttpRequest) -> HttpResponse:
-    context = {**admin.site.each_context(request), "title": "Agent inbox", "agent_name": staff_name(request.user)}
+    language = supported_language(translation.get_language())
+    labels = {key.removeprefix("inbox_"): ui_string(key, language) for key in LABELS}
+    context = {**admin.site.each_context(request), "title": labels["title"], "labels": labels,
+               "agent_name": staff_name(request.user)}
     return TemplateResponse(request, "admin/supportdesk/inbox.html", context)
 
 

@@ -136,3 +136,14 @@ def test_the_inbox_websocket_is_for_agents_counts_them_as_there_and_hears_a_requ
     assert last.payload["ask_email"] is False
     inbox.close()
     assert agents_online() == 0
+
+
+def test_the_inbox_speaks_the_staff_members_language_and_its_labels_are_editable_strings():
+    from sgr.models import UIString
+
+    alice = logged_in(agent("alice"))
+    russian = alice.get("/admin/inbox/", HTTP_ACCEPT_LANGUAGE="ru").content.decode()
+    assert ui_string("inbox_title", "ru") in russian and ui_string("inbox_claim", "ru") in russian
+    UIString.objects.create(key="inbox_claim", language="en", text="Grab it")
+    english = alice.get("/admin/inbox/", HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    assert ">Grab it</button>" in english
