@@ -430,11 +430,12 @@
       }
       view.extras.append(chips);
     }
+    if (p.offer_handoff) view.extras.append(handoffButton(p.offer_handoff === true ? "no_answer" : p.offer_handoff));
     view.extras.append(thumbs(view));
   }
 
   // --- a person (issue #29) -----------------------------------------------------------------
-  // The control any reply may carry (payload `offer_handoff`: true or the reason to send).
+  // The control any reply may carry (a `plan` or `answer` payload's `offer_handoff`: true or the reason to send).
   function handoffButton(reason) {
     const button = el("button", "handoff", t("widget_handoff_button"));
     button.type = "button";
