@@ -255,3 +255,20 @@ def test_consecutive_clarify_turns_ask_for_a_person(rules, no_enqueue, settings)
     conversation.refresh_from_db()
     assert conversation.owner == Owner.WAITING and conversation.handoff_reason == "failed_turns"
     assert handoff_events(conversation)[-1]["message"].startswith(ui_string("handoff_after_failures", "en"))
+
+
+@pytest.mark.django_db
+def test_staff_taking_over_a_planned_turn_keeps_the_assistant_from_answering_it(rules, no_enqueue):
+    alice = agent("alice")
+    conversation = conversation_create().conversation
+    turn = message_receive(conversation=conversation, text="How do I reset my password?")
+    guard_task.apply(args=[turn.pk])
+    sgr_task.apply(args=[turn.pk])
+    assert Turn.objects.get(pk=turn.pk).status == Turn.Status.ANSWERING
+    conversation_claim(conversation_id=conversation.pk, staff=alice, takeover=True)
+    answer_task.apply(args=[turn.pk])
+    turn.refresh_from_db()
+    assert turn.status == Turn.Status.HUMAN and not turn.answer_text
+    assert len(rules.chat_requests()) == 1  # the plan; no answer
+    conversation.refresh_from_db()
+    assert conversation.owner == Owner.HUMAN and conversation.handoff_reason == "staff_takeover"
