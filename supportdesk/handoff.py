@@ -152,9 +152,10 @@ def conversation_handoff_request(*, conversation: Conversation, reason: str, tur
     return Transition(conversation=moved, changed=True)
 
 
-def conversation_claim(*, conversation_id: int, staff: Any, takeover: bool = False) -> Conversation:
+def conversation_claim(*, conversation_id: int, staff: Any, takeover: bool = False, language: str = "en") -> Conversation:
     """``staff`` takes the conversation: ``waiting`` → ``human`` (``takeover``: also a live ``bot`` one).
-    Two staff claiming at once: one UPDATE changes the row, the other raises ``taken``."""
+    Two staff claiming at once: one UPDATE changes the row, the other raises ``taken``. The staff
+    actions' errors are in ``language``, the staff member's."""
     allowed = (Owner.WAITING, Owner.BOT, Owner.RESOLVED) if takeover else (Owner.WAITING,)
     with transaction.atomic():
         current = Conversation.objects.select_related("assignee").filter(pk=conversation_id).first()
@@ -167,29 +168,29 @@ def conversation_claim(*, conversation_id: int, staff: Any, takeover: bool = Fal
         if moved is None:
             current.refresh_from_db()
             if current.owner == Owner.HUMAN and current.assignee_id is not None:
-                raise HandoffError("taken", ui_string("inbox_error_taken", current.language,
+                raise HandoffError("taken", ui_string("inbox_error_taken", language,
                                                       name=staff_name(current.assignee)))
-            raise HandoffError("state", ui_string("inbox_error_state", current.language, state=current.owner))
+            raise HandoffError("state", ui_string("inbox_error_state", language, state=current.owner))
         _record(conversation=moved, before=current.owner, reason=moved.handoff_reason, actor=staff,
                 message=ui_string("handoff_claimed", moved.language, name=staff_name(staff)))
     return moved
 
 
-def conversation_staff_reply(*, conversation_id: int, staff: Any, text: object) -> Message:
+def conversation_staff_reply(*, conversation_id: int, staff: Any, text: object, language: str = "en") -> Message:
     """A staff reply, by the staff member who owns the conversation: stored as a message and sent to the
     customer's widget through the event log, its HTML sanitized as an answer's is."""
     conversation = Conversation.objects.filter(pk=conversation_id).first()
     if conversation is None:
         raise HandoffError("unknown", "unknown conversation")
     try:
-        cleaned = message_validate(text=text, language=conversation.language)
+        cleaned = message_validate(text=text, language=language)
     except MessageRejected as exc:
         raise HandoffError(exc.code, exc.text) from exc
     with transaction.atomic():
         locked = Conversation.objects.select_for_update().filter(
             pk=conversation_id, owner=Owner.HUMAN, assignee_id=staff.pk).exists()
         if not locked:
-            raise HandoffError("not_yours", ui_string("inbox_error_not_yours", conversation.language))
+            raise HandoffError("not_yours", ui_string("inbox_error_not_yours", language))
         message = Message.objects.create(conversation=conversation, role=Message.Role.STAFF, text=cleaned, author=staff)
         conversation_event_emit(conversation_id=conversation_id, type="staff_message", actor_id=staff.pk, payload={
             "message": message.pk, "text": cleaned, "html": answer_html(cleaned), "author": staff_name(staff),
@@ -198,36 +199,36 @@ def conversation_staff_reply(*, conversation_id: int, staff: Any, text: object) 
     return message
 
 
-def conversation_resolve(*, conversation_id: int, staff: Any) -> Conversation:
+def conversation_resolve(*, conversation_id: int, staff: Any, language: str = "en") -> Conversation:
     """The person is done: ``human`` → ``resolved`` (by its assignee)."""
-    return _staff_move(conversation_id=conversation_id, staff=staff, to=Owner.RESOLVED, message_key="handoff_resolved",
+    return _staff_move(conversation_id=conversation_id, staff=staff, language=language, to=Owner.RESOLVED, message_key="handoff_resolved",
                        allowed_from=(Owner.HUMAN,), mine=True)
 
 
-def conversation_hand_back(*, conversation_id: int, staff: Any) -> Conversation:
+def conversation_hand_back(*, conversation_id: int, staff: Any, language: str = "en") -> Conversation:
     """The assistant answers again: ``human`` (its assignee) or ``waiting`` → ``bot``."""
-    return _staff_move(conversation_id=conversation_id, staff=staff, to=Owner.BOT, message_key="handoff_back_to_bot",
+    return _staff_move(conversation_id=conversation_id, staff=staff, language=language, to=Owner.BOT, message_key="handoff_back_to_bot",
                        allowed_from=(Owner.HUMAN, Owner.WAITING), mine=True)
 
 
-def conversation_release(*, conversation_id: int, staff: Any) -> Conversation:
+def conversation_release(*, conversation_id: int, staff: Any, language: str = "en") -> Conversation:
     """Back to the queue for another person: ``human`` (its assignee) → ``waiting``."""
-    return _staff_move(conversation_id=conversation_id, staff=staff, to=Owner.WAITING, message_key="handoff_released",
+    return _staff_move(conversation_id=conversation_id, staff=staff, language=language, to=Owner.WAITING, message_key="handoff_released",
                        allowed_from=(Owner.HUMAN,), mine=True, extra={"handoff_at": timezone.now()})
 
 
-def _staff_move(*, conversation_id: int, staff: Any, to: str, message_key: str, allowed_from: tuple[str, ...],
-                mine: bool, extra: dict[str, Any] | None = None) -> Conversation:
+def _staff_move(*, conversation_id: int, staff: Any, language: str, to: str, message_key: str,
+                allowed_from: tuple[str, ...], mine: bool, extra: dict[str, Any] | None = None) -> Conversation:
     with transaction.atomic():
         current = Conversation.objects.select_for_update().filter(pk=conversation_id).first()
         if current is None:
             raise HandoffError("unknown", "unknown conversation")
         if mine and current.owner == Owner.HUMAN and current.assignee_id != staff.pk:
-            raise HandoffError("not_yours", ui_string("inbox_error_not_yours", current.language))
+            raise HandoffError("not_yours", ui_string("inbox_error_not_yours", language))
         fields = {"assignee": None if to != Owner.HUMAN else staff, **(extra or {})}
         moved = _move(conversation_id=conversation_id, to=to, allowed_from=allowed_from, extra=fields)
         if moved is None:
-            raise HandoffError("state", ui_string("inbox_error_state", current.language, state=current.owner))
+            raise HandoffError("state", ui_string("inbox_error_state", language, state=current.owner))
         _record(conversation=moved, before=current.owner, reason=current.handoff_reason, actor=staff,
                 message=ui_string(message_key, moved.language, name=staff_name(staff)))
     return moved

@@ -75,13 +75,16 @@ def inbox_conversation_json(request: HttpRequest, public_id: UUID) -> HttpRespon
     return JsonResponse(inbox_conversation(conversation=conversation))
 
 
+# Each: (conversation, staff, request body, the staff member's language for errors).
 ACTIONS: dict[str, Callable[..., Any]] = {
-    "claim": lambda c, user, body: conversation_claim(conversation_id=c.pk, staff=user),
-    "takeover": lambda c, user, body: conversation_claim(conversation_id=c.pk, staff=user, takeover=True),
-    "reply": lambda c, user, body: conversation_staff_reply(conversation_id=c.pk, staff=user, text=body.get("text")),
-    "resolve": lambda c, user, body: conversation_resolve(conversation_id=c.pk, staff=user),
-    "hand-back": lambda c, user, body: conversation_hand_back(conversation_id=c.pk, staff=user),
-    "release": lambda c, user, body: conversation_release(conversation_id=c.pk, staff=user),
+    "claim": lambda c, user, body, lang: conversation_claim(conversation_id=c.pk, staff=user, language=lang),
+    "takeover": lambda c, user, body, lang: conversation_claim(conversation_id=c.pk, staff=user, takeover=True,
+                                                               language=lang),
+    "reply": lambda c, user, body, lang: conversation_staff_reply(conversation_id=c.pk, staff=user,
+                                                                  text=body.get("text"), language=lang),
+    "resolve": lambda c, user, body, lang: conversation_resolve(conversation_id=c.pk, staff=user, language=lang),
+    "hand-back": lambda c, user, body, lang: conversation_hand_back(conversation_id=c.pk, staff=user, language=lang),
+    "release": lambda c, user, body, lang: conversation_release(conversation_id=c.pk, staff=user, language=lang),
 }
 
 
@@ -89,7 +92,7 @@ ACTIONS: dict[str, Callable[..., Any]] = {
 @require_POST
 def inbox_action(request: HttpRequest, public_id: UUID, action: str) -> HttpResponse:
     """One staff action on a conversation; a conflict (taken by someone else, not in that state) is 409
-    with a localized ``detail``, a bad reply 422."""
+    with a ``detail`` in the staff member's language, a bad reply 422."""
     run = ACTIONS.get(action)
     conversation = inbox_conversation_get(public_id=public_id)
     if run is None or conversation is None:
@@ -99,7 +102,8 @@ def inbox_action(request: HttpRequest, public_id: UUID, action: str) -> HttpResp
     except ValueError:
         body = {}
     try:
-        run(conversation, request.user, body if isinstance(body, dict) else {})
+        run(conversation, request.user, body if isinstance(body, dict) else {},
+            supported_language(translation.get_language()))
     except HandoffError as exc:
         status = 422 if exc.code in ("message_empty", "message_too_long") else 409
         return JsonResponse({"detail": exc.text, "code": exc.code}, status=status)

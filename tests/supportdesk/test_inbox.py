@@ -89,8 +89,10 @@ def test_claim_reply_and_resolve_through_the_inbox_and_a_second_claim_is_told_wh
     assert claimed.status_code == 200 and claimed.json()["owner"] == "human"
     lost = b.post(f"{base}/claim")
     assert lost.status_code == 409 and lost.json()["detail"] == ui_string("inbox_error_taken", "en", name="Alice")
-    empty = a.post(f"{base}/reply", {"text": "   "}, content_type="application/json")
-    assert empty.status_code == 422
+    empty = a.post(f"{base}/reply", {"text": "   "}, content_type="application/json", HTTP_ACCEPT_LANGUAGE="ru")
+    assert empty.status_code == 422 and empty.json()["detail"] == ui_string("error_message_empty", "ru")
+    lost_ru = b.post(f"{base}/claim", HTTP_ACCEPT_LANGUAGE="ru")  # the staff member's language, not the customer's
+    assert lost_ru.json()["detail"] == ui_string("inbox_error_taken", "ru", name="Alice")
     replied = a.post(f"{base}/reply", {"text": "Hi, I am looking at it."}, content_type="application/json").json()
     assert replied["entries"][-1]["role"] == "staff" and replied["entries"][-1]["author"] == "Alice"
     assert a.post(f"{base}/resolve").json()["owner"] == "resolved"
