@@ -149,3 +149,19 @@ def test_the_inbox_speaks_the_staff_members_language_and_its_labels_are_editable
     UIString.objects.create(key="inbox_claim", language="en", text="Grab it")
     english = alice.get("/admin/inbox/", HTTP_ACCEPT_LANGUAGE="en").content.decode()
     assert ">Grab it</button>" in english
+
+
+def test_an_assistant_reply_links_its_plan_record_and_an_agent_may_open_it():
+    from sgr.models import PlanRecord
+    from supportdesk.models import Turn
+
+    conversation = conversation_create().conversation
+    asked = Message.objects.create(conversation=conversation, role="user", text="How do I reset my password?")
+    answered = Message.objects.create(conversation=conversation, role="assistant", text="From the login page.")
+    turn = Turn.objects.create(conversation=conversation, user_message=asked, answer_message=answered, status="done")
+    record = PlanRecord.objects.create(turn=turn, conversation=conversation, language="en", final_action="normal")
+    alice = logged_in(agent("alice"))
+    entries = alice.get(f"/admin/inbox/c/{conversation.public_id}.json").json()["entries"]
+    assert [(e["role"], e.get("plan_record_url")) for e in entries] == [
+        ("user", f"/admin/sgr/planrecord/{record.pk}/change/"), ("assistant", f"/admin/sgr/planrecord/{record.pk}/change/")]
+    assert alice.get(entries[1]["plan_record_url"]).status_code == 200  # one click away, for an agent too
