@@ -404,6 +404,8 @@ HANDOFF_INBOX_URL = env.str("HANDOFF_INBOX_URL", default="http://localhost:8000/
 EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.smtp.EmailBackend")
 EMAIL_HOST = env.str("EMAIL_HOST", default="localhost")
 EMAIL_PORT = env.int("EMAIL_PORT", default=25)
+# Seconds a staff notification may wait on the mail server (it is sent after the customer's request commits).
+EMAIL_TIMEOUT = env.int("EMAIL_TIMEOUT", default=10)
 DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="supportdesk@localhost")
 
 LOGGING = {
