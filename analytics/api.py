@@ -17,6 +17,7 @@ from ninja.errors import HttpError
 from pydantic import ValidationError
 
 from analytics.exports import CONTENT_TYPES, FORMATS, export_filename, export_stream, record_rows
+from analytics.handoffs import HandoffStats, handoff_stats
 from analytics.filters import ORDERINGS, PlanRecordFilters, plan_records_filter
 from analytics.gaps import GapGroup, knowledge_gaps
 from analytics.stats import PlanRecordStats, plan_record_stats
@@ -53,6 +54,7 @@ class PlanRecordRow(Schema):
     final_action: str
     action_overridden: bool
     routing_rule: str
+    handoff_reason: str  # the turn led to a handoff (issue #29): why; empty otherwise
     plan_status: str
     guardian_level: str
     guardian_status: str
@@ -161,3 +163,10 @@ def plan_records_stats(request: HttpRequest) -> PlanRecordStats:
                         "similarity, the largest group first. " + FILTERS_DOC)
 def plan_records_knowledge_gaps(request: HttpRequest) -> list[GapGroup]:
     return knowledge_gaps(filters_parse(request.GET))
+
+
+@router.get("/handoffs", response=HandoffStats, summary="Human-handoff statistics",
+            description="Handoff rate and reasons, time to claim, time to first human reply, resolved by a person "
+                        "vs the assistant. Filters: date_from, date_to (on the events), language.")
+def handoffs_stats(request: HttpRequest) -> HandoffStats:
+    return handoff_stats(filters_parse(request.GET))

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from analytics.filters import PlanRecordFilters
 from analytics.gaps import knowledge_gaps
+from analytics.handoffs import handoff_stats
 from analytics.stats import PlanRecordStats, plan_record_stats
 from sgr.schema import ACTIONS
 from sgr.strings import ui_string
@@ -72,6 +73,7 @@ def dashboard_view(request: HttpRequest) -> HttpResponse:
         "stats": stats,
         "charts": dashboard_charts(stats),
         "gaps": knowledge_gaps(filters)[:GAPS_SHOWN],
+        "handoff": handoff_stats(filters),
         "languages": settings.LANGUAGES,
     }
     return TemplateResponse(request, "dashboard/index.html", context)

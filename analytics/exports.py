@@ -15,10 +15,11 @@ from typing import Any, Literal
 
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db.models import F, QuerySet
+from django.db.models import F, OuterRef, QuerySet, Subquery
 
 from guard.verdict import recorded_level
 from sgr.models import PlanRecord
+from supportdesk.models import TurnEvent
 from supportdesk.outcome import record_outcome_values
 
 ExportFormat = Literal["csv", "jsonl"]
@@ -29,7 +30,7 @@ CONTENT_TYPES: dict[str, str] = {"csv": "text/csv; charset=utf-8", "jsonl": "app
 COLUMNS: tuple[str, ...] = (
     "id", "created_at", "turn_id", "conversation", "language", "injection_mode", "message", "user_intent",
     "topic", "category", "spam_score", "intent_confidence", "model_action", "final_action", "action_overridden",
-    "routing_rule", "plan_status", "guardian_level", "guardian_status", "guardian_categories", "kb_relevance",
+    "routing_rule", "handoff_reason", "plan_status", "guardian_level", "guardian_status", "guardian_categories", "kb_relevance",
     "planner_latency_ms", "prompt_tokens", "completion_tokens", "answer_prompt_tokens", "subquery_coverage",
     "plan_answer_rouge_l", "answer_supported_share", "feedback", "ui_response", "context_synthetic", "answer",
 )
@@ -45,7 +46,14 @@ _VALUES = (
 
 def _rows_query(queryset: QuerySet[PlanRecord]) -> QuerySet[Any]:
     # The turn's facts are read where the turn's outcome reads them (supportdesk.outcome).
-    return queryset.values(*_VALUES, conversation_uuid=F("conversation__public_id"), **record_outcome_values())
+    return queryset.values(*_VALUES, conversation_uuid=F("conversation__public_id"), handoff=_handoff_reason(),
+                           **record_outcome_values())
+
+
+def _handoff_reason() -> Subquery:
+    """Why the record's turn led to a handoff (its ``handoff`` event, issue #29), else null."""
+    return Subquery(TurnEvent.objects.filter(turn_id=OuterRef("turn_id"), type="handoff")
+                    .order_by("seq").values("payload__reason")[:1])
 
 
 def _flat(row: dict[str, Any]) -> dict[str, Any]:
@@ -69,6 +77,7 @@ def _flat(row: dict[str, Any]) -> dict[str, Any]:
         "final_action": row["final_action"],
         "action_overridden": row["action_overridden"],
         "routing_rule": row["routing_rule"],
+        "handoff_reason": row["handoff"] or "",
         "plan_status": row["plan_status"],
         "guardian_level": recorded_level(guardian),
         "guardian_status": guardian.get("status", ""),

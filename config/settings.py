@@ -433,6 +433,28 @@ DB_RETRY_AFTER = env.int("DB_RETRY_AFTER", default=5)
 # Origins of other sites whose pages may embed the widget (CORS on /api/ and websockets), or "*".
 WIDGET_ALLOWED_ORIGINS = env.list("WIDGET_ALLOWED_ORIGINS", default=[])
 
+# --- Human handoff (issue #29) ----------------------------------------------------------------
+# A customer message on a resolved conversation goes back to `bot` (the assistant) or `waiting` (the queue).
+HANDOFF_REOPEN_TO = env.str("HANDOFF_REOPEN_TO", default="bot")
+if HANDOFF_REOPEN_TO not in ("bot", "waiting"):
+    raise ImproperlyConfigured(f"HANDOFF_REOPEN_TO must be bot or waiting, not {HANDOFF_REOPEN_TO!r}")
+# After this many consecutive failed or clarify turns a person is asked for (0: never).
+HANDOFF_AFTER_FAILED_TURNS = env.int("HANDOFF_AFTER_FAILED_TURNS", default=3)
+# What the customer is told to expect: minutes while an agent has the inbox open, else hours.
+HANDOFF_ONLINE_REPLY_MINUTES = env.int("HANDOFF_ONLINE_REPLY_MINUTES", default=5)
+HANDOFF_OFFLINE_REPLY_HOURS = env.int("HANDOFF_OFFLINE_REPLY_HOURS", default=24)
+# Seconds an open inbox counts as an agent being there without a ping (the inbox pings every 20 s).
+HANDOFF_PRESENCE_SECONDS = env.int("HANDOFF_PRESENCE_SECONDS", default=60)
+# The inbox's address in the staff notification email.
+HANDOFF_INBOX_URL = env.str("HANDOFF_INBOX_URL", default="http://localhost:8000/admin/inbox/")
+# Staff notifications go through Django's email backend (`./sd run` sets the console backend).
+EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = env.str("EMAIL_HOST", default="localhost")
+EMAIL_PORT = env.int("EMAIL_PORT", default=25)
+# Seconds a staff notification may wait on the mail server (it is sent after the customer's request commits).
+EMAIL_TIMEOUT = env.int("EMAIL_TIMEOUT", default=10)
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="supportdesk@localhost")
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

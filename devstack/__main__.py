@@ -70,6 +70,8 @@ def run() -> int:
     env.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     # Debug pages would send tracebacks to anyone who can reach the port: off unless asked (DEBUG=true).
     env.setdefault("DEBUG", "false")
+    # Staff handoff notifications (issue #29) print to the log instead of needing a mail server.
+    env.setdefault("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
     secret_key_env(env, kept=DATA / "secret_key")
     web_port = _port("SD_WEB_PORT", 8000)
     started = _started_at()

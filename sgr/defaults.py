@@ -178,4 +178,16 @@ DEFAULT_TEMPLATES: dict[tuple[str, str], str] = {
 
 ## Response
 {{ response }}""",
+    ("handoff", "en"): _ANALYSIS_EN
+    + """
+- Action: the customer asks for a person; the conversation is handed to staff
+
+## Response
+{{ response }}""",
+    ("handoff", "ru"): _ANALYSIS_RU
+    + """
+- Действие: клиент просит человека; разговор передан сотрудникам
+
+## Response
+{{ response }}""",
 }

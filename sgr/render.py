@@ -27,6 +27,7 @@ RESPONSE_KEYS: dict[str, str] = {
     "block": "sgr_spam_response",
     "guardian_block": "sgr_guardian_response",
     "no_answer": "sgr_no_answer_response",
+    "handoff": "sgr_handoff_response",
 }
 TEMPLATES_SNAPSHOT = "response_templates"
 

@@ -17,7 +17,7 @@ class RoutingDecision(BaseModel):
 
 
 def route(*, plan: Plan, verdict: Verdict, kb_relevance: float | None) -> RoutingDecision:
-    """First match wins: guardian Unsafe -> spam -> low confidence -> normal; the spam and the low-confidence
+    """First match wins: guardian Unsafe -> a person asked for -> spam -> low confidence -> normal; the spam and the low-confidence
     rows do not apply when the knowledge base knows the topic.
 
     The KB-relevance exception follows the product rule that letting a little spam
@@ -29,6 +29,8 @@ def route(*, plan: Plan, verdict: Verdict, kb_relevance: float | None) -> Routin
     final: Action
     if verdict.level == "Unsafe":
         final, rule = "guardian_block", "guardian_unsafe"
+    elif plan.action == "handoff":  # issue #29: the customer asks for a person; the plan detects it
+        final, rule = "handoff", "person_requested"
     elif plan.spam_score >= settings.SGR_BLOCK_THRESHOLD and not _kb_vouches(kb_relevance):
         final, rule = "block", "spam_score"
     elif plan.intent_confidence < settings.SGR_CLARIFY_THRESHOLD and not _kb_vouches(kb_relevance):

@@ -15,12 +15,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-# What the planning model may choose.
-PlanAction = Literal["normal", "clarify", "block", "guardian_block"]
-PLAN_ACTIONS: tuple[PlanAction, ...] = ("normal", "clarify", "block", "guardian_block")
+# What the planning model may choose ('handoff': the customer asks to talk to a person).
+PlanAction = Literal["normal", "clarify", "block", "guardian_block", "handoff"]
+PLAN_ACTIONS: tuple[PlanAction, ...] = ("normal", "clarify", "block", "guardian_block", "handoff")
 # Every final action: the plan's, and ``no_answer``, which only the code decides (DT-002, after the plan's
 # searches: the knowledge base does not cover the request, or the answer's sentences are not grounded).
-Action = Literal["normal", "clarify", "block", "guardian_block", "no_answer"]
+Action = Literal["normal", "clarify", "block", "guardian_block", "handoff", "no_answer"]
 ACTIONS: tuple[Action, ...] = (*PLAN_ACTIONS, "no_answer")
 
 TOOL_NAME = "analyse_user_request"
@@ -104,8 +104,8 @@ class Plan(BaseModel):
     action: PlanAction = Field(
         description=(
             "REASONING STEP 6 - Action: 'normal' (answer from the knowledge base), 'clarify' (the request "
-            "is ambiguous: ask one question), 'block' (spam or off-topic) or 'guardian_block' "
-            "(the guardian found the message unsafe)."
+            "is ambiguous: ask one question), 'block' (spam or off-topic), 'guardian_block' "
+            "(the guardian found the message unsafe) or 'handoff' (the customer asks to talk to a person)."
         ),
     )
     clarification_question: str = Field(

@@ -57,8 +57,12 @@ BUILTIN_STRINGS: dict[str, dict[str, str]] = {
     },
     "sgr_no_answer_searched_intro": {"en": "I searched for:", "ru": "Я искал:"},
     "sgr_no_answer_handoff": {
-        "en": "A person from our support team can help with this.",
-        "ru": "С этим вопросом поможет сотрудник нашей поддержки.",
+        "en": "A person from our support team can help with this: ask for one below.",
+        "ru": "С этим вопросом поможет сотрудник нашей поддержки: позовите его кнопкой ниже.",
+    },
+    "sgr_handoff_response": {  # issue #29: the plan found that the customer asks for a person
+        "en": "I am passing your conversation to a person from our support team.",
+        "ru": "Передаю ваш разговор сотруднику службы поддержки.",
     },
     "sgr_guardian_response": {
         "en": "I can't help with that request.",

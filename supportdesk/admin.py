@@ -17,11 +17,11 @@ from supportdesk.outcome import conversation_transcript
 class ConversationAdmin(admin.ModelAdmin):
     """Conversations read as a transcript: each turn's message, outcome and answer, linked to its records."""
 
-    list_display = ("public_id", "language", "injection_mode", "turns", "last_activity", "created_at")
-    list_filter = ("language", "injection_mode")
+    list_display = ("public_id", "language", "owner", "injection_mode", "turns", "last_activity", "created_at")
+    list_filter = ("owner", "language", "injection_mode")
     search_fields = ("public_id", "messages__text")
-    readonly_fields = ("public_id", "language", "injection_mode", "last_event_seq", "created_at", "updated_at",
-                       "transcript")
+    readonly_fields = ("public_id", "language", "owner", "assignee", "handoff_reason", "handoff_at", "contact_email",
+                       "injection_mode", "last_event_seq", "created_at", "updated_at", "transcript")
     exclude = ("access_token_hash",)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Conversation]:

@@ -17,6 +17,7 @@ from ninja.errors import HttpError
 from supportdesk.models import Conversation, Turn, TurnFeedback
 from supportdesk.selectors import conversation_get, conversation_messages, turn_of_conversation
 from supportdesk.feedback import feedback_submit
+from supportdesk.handoff import conversation_contact_email, conversation_handoff_request
 from supportdesk.outcome import turn_outcome
 from supportdesk.pipeline.submit import message_receive
 from supportdesk.services import conversation_open
@@ -135,6 +136,34 @@ def post_feedback(request: HttpRequest, public_id: UUID, turn_id: int, payload: 
     turn = _authorized_turn(request, public_id, turn_id)
     feedback = feedback_submit(turn=turn, rating=RATINGS[payload.rating], comment=payload.comment)
     return {"rating": payload.rating, "comment": feedback.comment}
+
+
+class HandoffIn(Schema):
+    # The widget's control sends "widget_button"; a reply's offer (the `no_answer` one) sends "no_answer".
+    reason: Literal["widget_button", "no_answer"] = "widget_button"
+
+
+class HandoffOut(Schema):
+    owner: str
+    changed: bool
+
+
+class ContactIn(Schema):
+    email: str
+
+
+@router.post("/conversations/{public_id}/handoff", response=HandoffOut, tags=["conversations"])
+def post_handoff(request: HttpRequest, public_id: UUID, payload: HandoffIn) -> dict:
+    """The customer asks for a person; the reply and what to expect come as a `handoff` event."""
+    done = conversation_handoff_request(conversation=_authorized_conversation(request, public_id), reason=payload.reason)
+    return {"owner": done.conversation.owner, "changed": done.changed}
+
+
+@router.post("/conversations/{public_id}/contact", response=ContactIn, tags=["conversations"])
+def post_contact(request: HttpRequest, public_id: UUID, payload: ContactIn) -> dict:
+    """Where to send the reply when nobody was there (optional; 422 with a localized message if invalid)."""
+    email = conversation_contact_email(conversation=_authorized_conversation(request, public_id), email=payload.email)
+    return {"email": email}
 
 
 def turn_out(turn: Turn) -> dict:

@@ -20,10 +20,12 @@ from supportdesk.modelstate import model_state
 
 router = Router(tags=["widget"])
 
-WIDGET_KEYS = sorted(
-    key for key in BUILTIN_STRINGS
-    if key.startswith(("widget_", "error_")) or key in ("user_intent_prefix",)
-)
+def widget_keys() -> list[str]:
+    """The strings the widget reads (apps register theirs at start-up, so read the catalog when asked)."""
+    return sorted(
+        key for key in BUILTIN_STRINGS
+        if key.startswith(("widget_", "error_")) or key in ("user_intent_prefix",)
+    )
 
 
 class WidgetConfigOut(Schema):
@@ -42,7 +44,7 @@ def is_staff(request: HttpRequest) -> bool:
 @router.get("/config", response=WidgetConfigOut)
 def widget_config(request: HttpRequest, lang: str = "en") -> dict[str, Any]:
     language = supported_language(lang)
-    return {"language": language, "strings": {k: ui_string(k, language) for k in WIDGET_KEYS}, "staff": is_staff(request),
+    return {"language": language, "strings": {k: ui_string(k, language) for k in widget_keys()}, "staff": is_staff(request),
             "assistant": model_state().state}
 
 

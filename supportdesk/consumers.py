@@ -29,9 +29,11 @@ from django.db import DatabaseError
 
 from sgr.strings import ui_string
 from supportdesk.events import conversation_events_after, conversation_group
+from supportdesk.handoff import INBOX_GROUP, can_handle
 from supportdesk.models import Conversation
 from supportdesk.selectors import conversation_get_authorized, conversation_turn_open
 from supportdesk.pipeline.submit import message_receive
+from supportdesk.presence import agent_absent, agent_present
 from supportdesk.services import MessageRejected
 from supportdesk.unavailable import DATABASE_DOWN, pool_check_soon
 
@@ -243,3 +245,34 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
 
     async def _send_error(self, code: str, message: str) -> None:
         await self.send_json({"type": "error", "seq": None, "turn": None, "payload": {"code": code, "message": message}})
+
+
+class AgentInboxConsumer(AsyncJsonWebsocketConsumer):
+    """``/ws/agent/inbox/``: staff in the Agents group (by their admin session) get a frame
+    ``{"type": "inbox", "payload": {"kind", "conversation", "owner"}}`` whenever a conversation of the inbox
+    changes (a person asked for, claimed, a customer or staff message). While it is open the agent counts as
+    there (``supportdesk.presence``); the page pings ``{"type": "ping"}`` to stay counted."""
+
+    joined = False
+
+    async def connect(self) -> None:
+        if not await db_call(can_handle)(self.scope.get("user")):
+            await self.close(code=CLOSE_UNAUTHORIZED)
+            return
+        await self.channel_layer.group_add(INBOX_GROUP, self.channel_name)
+        self.joined = True
+        await self.accept()
+        await db_call(agent_present)(channel=self.channel_name)
+
+    async def disconnect(self, code: int) -> None:
+        if self.joined:
+            await self.channel_layer.group_discard(INBOX_GROUP, self.channel_name)
+            await db_call(agent_absent)(channel=self.channel_name)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        if isinstance(content, dict) and content.get("type") == "ping":
+            await db_call(agent_present)(channel=self.channel_name)
+            await self.send_json({"type": "pong", "seq": None, "turn": None, "payload": {}})
+
+    async def turn_event(self, message: dict[str, Any]) -> None:
+        await self.send_json(message["frame"])

@@ -2,7 +2,8 @@
 
 Every event a customer can see goes through :func:`turn_event_emit` (or
 :func:`turn_status_move_emit`, which moves the turn to the status it announces in the
-same statement), so a widget that reconnects can replay exactly what it missed from the database.
+same statement, or :func:`conversation_event_emit` for a conversation's own events: a
+handoff, a staff reply), so a widget that reconnects can replay exactly what it missed from the database.
 
 Pushing is asynchronous but ordered: each process sends its events to the
 channel layer in the order they were committed, in batches from one thread,
@@ -49,6 +50,9 @@ _EVENT_INSERT = (
     "SELECT %s, %s, next.last_event_seq, %s, %s::jsonb, %s FROM next "
     "RETURNING id, seq, (SELECT public_id FROM next)"
 )
+# A conversation event (issue #29: an owner change, a staff reply): maybe no turn, maybe an actor.
+_CONVERSATION_EVENT_SQL = f"WITH next AS ({_SEQ_NEXT}{_SEQ_RETURNING}) " + _EVENT_INSERT.replace(
+    "payload, created_at)", "payload, created_at, actor_id)").replace("%s FROM next", "%s, %s FROM next")
 _EMIT_SQL = f"WITH next AS ({_SEQ_NEXT}{_SEQ_RETURNING}) {_EVENT_INSERT}"
 
 # The same, behind a conditional move of the turn to a new status: one statement, so atomic without a
@@ -85,6 +89,23 @@ def turn_event_emit(*, turn: Turn, type: str, payload: dict[str, Any] | None = N
     return _stored(turn, type, payload, created_at, row, at_once=at_once)
 
 
+def conversation_event_emit(*, conversation_id: int, type: str, payload: dict[str, Any],
+                            turn: Turn | None = None, actor_id: int | None = None) -> TurnEvent:
+    """Store one conversation event (``handoff``, ``staff_message``) in the same log and sequence as the
+    turns' events, and broadcast it after commit: the widget, the inbox and analytics read one history."""
+    created_at = timezone.now()
+    turn_id = turn.pk if turn is not None else None
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _CONVERSATION_EVENT_SQL,
+            [conversation_id, conversation_id, turn_id, type, json.dumps(payload), created_at, actor_id],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        raise Conversation.DoesNotExist(f"conversation {conversation_id} is gone")
+    return _stored(turn, type, payload, created_at, row, conversation_id=conversation_id, actor_id=actor_id)
+
+
 def turn_status_move_emit(*, turn: Turn, status: str, expected: str) -> TurnEvent | None:
     """Move the turn from ``expected`` to ``status`` and store its ``status`` event, in one statement,
     then broadcast it after commit; None, and nothing written, when the turn was no longer at ``expected``."""
@@ -103,18 +124,20 @@ def turn_status_move_emit(*, turn: Turn, status: str, expected: str) -> TurnEven
     return _stored(turn, "status", payload, now, row)
 
 
-def _stored(turn: Turn, type: str, payload: dict[str, Any], created_at: Any, row: tuple[Any, ...], *,
-            at_once: bool = False) -> TurnEvent:
+def _stored(turn: Turn | None, type: str, payload: dict[str, Any], created_at: Any, row: tuple[Any, ...], *,
+            at_once: bool = False, conversation_id: int | None = None, actor_id: int | None = None) -> TurnEvent:
     """The event just stored (``row``: its id, seq and conversation's public id), broadcast after commit."""
     event_id, seq, public_id = row
+    if conversation_id is None:
+        assert turn is not None
+        conversation_id = turn.conversation_id
     event = TurnEvent(
-        id=event_id, conversation_id=turn.conversation_id, turn=turn, seq=seq, type=type, payload=payload,
-        created_at=created_at,
+        id=event_id, conversation_id=conversation_id, turn=turn, seq=seq, type=type, payload=payload,
+        created_at=created_at, actor_id=actor_id,
     )
     event._state.adding = False
     event._state.db = connection.alias
     frame = event.as_frame()
-    conversation_id = turn.conversation_id
 
     def push() -> None:
         broadcaster = _broadcaster()
@@ -298,6 +321,12 @@ def _broadcaster() -> _Broadcaster:
         if _current is None or _current.pid != os.getpid():
             _current = _Broadcaster()
         return _current
+
+
+def group_broadcast(*, group: str, frame: dict[str, Any], key: int = 0) -> None:
+    """Push one frame that is not stored (the agent inbox's "something changed" notices) to a group after
+    commit, through this process's push thread (``key``: the conversation it is about, for ordering)."""
+    transaction.on_commit(lambda: _broadcaster().send(key, group, frame))
 
 
 def conversation_events_after(*, conversation: Conversation, after_seq: int) -> list[TurnEvent]:

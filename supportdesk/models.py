@@ -23,6 +23,15 @@ def new_access_token() -> str:
 
 
 class Conversation(models.Model):
+    class Owner(models.TextChoices):
+        """Who answers the customer (issue #29): the assistant, nobody yet (a person was asked for),
+        a staff member, or nobody (resolved: the next customer message reopens it, ``HANDOFF_REOPEN_TO``)."""
+
+        BOT = "bot"
+        WAITING = "waiting"
+        HUMAN = "human"
+        RESOLVED = "resolved"
+
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     access_token_hash = models.CharField(max_length=64, editable=False)
     language = models.CharField(max_length=8, default="en")
@@ -32,11 +41,26 @@ class Conversation(models.Model):
     )
     # Per-conversation event sequence; TurnEvent.seq is allocated from it under a row lock.
     last_event_seq = models.PositiveBigIntegerField(default=0)
+    # The handoff state (supportdesk.handoff); every change is also a `handoff` event in the log.
+    owner = models.CharField(max_length=16, choices=Owner.choices, default=Owner.BOT)
+    assignee = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="conversations_owned"
+    )
+    handoff_reason = models.CharField(max_length=32, blank=True, default="")
+    handoff_at = models.DateTimeField(null=True, blank=True)  # when the current wait for a person began
+    # Where the customer asked to be answered when nobody was there (optional, validated).
+    contact_email = models.EmailField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["-created_at"]
+        permissions = [("handle_conversations", "Can handle conversations in the agent inbox")]
+        indexes = [
+            # The agent inbox: conversations waiting for a person (or with one), oldest wait first.
+            models.Index(fields=["owner", "handoff_at"], name="conversation_handoff_idx",
+                         condition=models.Q(owner__in=["waiting", "human"])),
+        ]
 
     def __str__(self) -> str:
         return str(self.public_id)
@@ -53,10 +77,14 @@ class Message(models.Model):
     class Role(models.TextChoices):
         USER = "user"
         ASSISTANT = "assistant"
+        STAFF = "staff"
 
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="messages")
     role = models.CharField(max_length=16, choices=Role.choices)
     text = models.TextField()
+    # A staff reply's author (role ``staff``).
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                               related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -76,8 +104,11 @@ class Turn(models.Model):
         BLOCKED = "blocked"
         CLARIFYING = "clarifying"
         FAILED = "failed"
+        # Screened, then left to a person: the conversation was waiting for or owned by staff (issue #29),
+        # or this turn asked for one. The assistant does not answer it.
+        HUMAN = "human"
 
-    TERMINAL = {Status.DONE, Status.BLOCKED, Status.CLARIFYING, Status.FAILED}
+    TERMINAL = {Status.DONE, Status.BLOCKED, Status.CLARIFYING, Status.FAILED, Status.HUMAN}
 
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="turns")
     user_message = models.OneToOneField(Message, on_delete=models.CASCADE, related_name="turn")
@@ -145,9 +176,15 @@ class TurnEvent(models.Model):
         ERROR = "error"
         RETRACT = "retract"
         DONE = "done"
+        # Conversation events (no turn, or the turn that caused them): an owner change, a staff reply.
+        HANDOFF = "handoff"
+        STAFF_MESSAGE = "staff_message"
 
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="events")
-    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="events")
+    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, null=True, blank=True, related_name="events")
+    # Who caused a conversation event (a staff member); null for the customer and the assistant.
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                              related_name="+")
     seq = models.PositiveBigIntegerField()
     type = models.CharField(max_length=16, choices=Type.choices)
     payload = models.JSONField(default=dict)

@@ -15,6 +15,7 @@ from sgr.render import guardian_block_render
 from sgr.strings import ui_string
 from supportdesk.waiting import db_connection_release
 from supportdesk.events import turn_event_emit
+from supportdesk.handoff import conversation_with_person, inbox_notify
 from supportdesk.models import Turn
 from supportdesk.pipeline.turnlog import stage_fail, stage_finish, stage_logged
 from supportdesk.services import turn_lock_at, turn_status_move, turn_status_set
@@ -41,6 +42,12 @@ def guard_stage_run(*, turn: Turn) -> None:
             turn.guard_result = verdict.model_dump(mode="json")
             guard_check_record(turn_id=turn.pk, verdict=verdict, first=first)
             if verdict.status not in ("blocked", "failed_closed"):  # passed: on to planning
+                if conversation_with_person(conversation_id=turn.conversation_id):
+                    # A person answers this conversation (issue #29): the message is stored and screened,
+                    # then left to staff; it never reaches planning or the answer stage.
+                    stage_finish(turn=turn, status=Turn.Status.HUMAN, also=("guard_result",), locked=True)
+                    inbox_notify(conversation=turn.conversation, kind="message")
+                    return
                 turn_status_set(turn=turn, status=Turn.Status.PLANNING, also=("guard_result",))
                 return
             turn.save(update_fields=["guard_result", "updated_at"])

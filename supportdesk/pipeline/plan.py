@@ -25,6 +25,7 @@ from sgr.schema import Plan
 from sgr.strings import ui_string
 from supportdesk.waiting import DATABASE_BUSY, model_wait
 from supportdesk.events import turn_event_emit
+from supportdesk.handoff import conversation_handoff_request, conversation_with_person, handoff_if_failing
 from supportdesk.llm import llm_client
 from supportdesk.models import Turn
 from supportdesk.selectors import context_history, turn_plan_record, turns_before
@@ -37,6 +38,7 @@ TERMINAL_BY_ACTION = {
     "block": Turn.Status.BLOCKED,
     "guardian_block": Turn.Status.BLOCKED,
     "clarify": Turn.Status.CLARIFYING,
+    "handoff": Turn.Status.HUMAN,  # issue #29: the customer asked for a person
 }
 
 
@@ -137,6 +139,11 @@ def plan_stage_run(*, turn: Turn) -> None:
         with transaction.atomic():
             if not turn_lock_at(turn=turn, status=Turn.Status.PLANNING):
                 return  # another copy of this stage (turn recovery) planned it first: one plan event only
+            if conversation_with_person(conversation_id=turn.conversation_id):
+                # A person took the conversation while this turn was planned (issue #29): no reply from us.
+                plan_record_outputs_save(record=record, decision=decision, outputs=outputs)
+                stage_finish(turn=turn, status=Turn.Status.HUMAN, locked=True)
+                return
             plan_record_outputs_save(record=record, decision=decision, outputs=outputs)
             turn.plan_result = {
                 "plan_record_id": record.pk,
@@ -152,5 +159,9 @@ def plan_stage_run(*, turn: Turn) -> None:
             # The outputs are saved with the new status, in one UPDATE.
             if action in TERMINAL_BY_ACTION:
                 stage_finish(turn=turn, status=TERMINAL_BY_ACTION[action], also=("plan_result", "ui_response", "language"))
+                if action == "handoff":
+                    conversation_handoff_request(conversation=turn.conversation, reason="asked_in_message", turn=turn)
+                elif action == "clarify":
+                    handoff_if_failing(turn=turn)
             else:
                 turn_status_set(turn=turn, status=Turn.Status.ANSWERING, also=("plan_result", "ui_response", "language"))

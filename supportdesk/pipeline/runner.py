@@ -19,6 +19,7 @@ from django.conf import settings
 
 from sgr.cache import content_generation_pinned
 from supportdesk.waiting import DATABASE_BUSY, stage_working
+from supportdesk.handoff import handoff_if_failing
 from supportdesk.llm import LLMStreamInterrupted, calls_deadline
 from supportdesk.models import Turn
 from supportdesk.modelstate import model_gate
@@ -85,6 +86,7 @@ def stage_run_leased(task: Task, turn: Turn, stage: str, run: Callable[..., None
         if task.request.retries < settings.STAGE_MAX_RETRIES and _budget_allows(turn, countdown):
             raise task.retry(exc=exc, countdown=countdown) from exc
         turn_fail(turn=turn, stage=stage, code="llm_unavailable", detail=f"{type(exc).__name__}: {exc}")
+        handoff_if_failing(turn=turn)
     except DATABASE_BUSY:
         raise  # no connection: failing the turn would need one too (stage_execute requeues it)
     except Exception as exc:  # a stage bug or bad data must not kill the worker or lose the turn
@@ -92,6 +94,7 @@ def stage_run_leased(task: Task, turn: Turn, stage: str, run: Callable[..., None
         turn.refresh_from_db()
         if not turn.is_finished:
             turn_fail(turn=turn, stage=stage, code="internal_error", detail=f"{type(exc).__name__}: {exc}")
+            handoff_if_failing(turn=turn)
 
 
 # A retry is worth sending only if a model call still fits after its wait.

@@ -25,6 +25,7 @@ from pydantic import BaseModel
 
 from sgr.strings import supported_language, ui_string
 from supportdesk.events import turn_event_emit
+from supportdesk.handoff import conversation_reopen
 from supportdesk.models import ApiKey, AskRequest, Conversation, Message, Turn
 from supportdesk.pipeline.leases import turn_recovery_due
 from supportdesk.pipeline.runner import turn_pipeline
@@ -43,6 +44,7 @@ def message_receive(*, conversation: Conversation, text: object, client_ip: str 
     cleaned = message_validate(text=text, language=conversation.language)
     message_rate_check(conversation=conversation, client_ip=client_ip)
     with transaction.atomic():
+        conversation_reopen(conversation=conversation)  # resolved: back to the assistant or the queue (#29)
         message = Message.objects.create(conversation=conversation, role=Message.Role.USER, text=cleaned)
         # The reply follows the message's language, whatever the widget's (issue: a Russian
         # question in the English widget is answered in Russian).

@@ -90,7 +90,7 @@ def test_a_russian_422_is_all_russian(client: Client, analyst: dict[str, str], q
     assert detail.startswith("Некорректный фильтр")
     # Only the field name and the allowed values may be Latin; no English prose.
     latin_words = set(re.findall(r"[A-Za-z_]{3,}", detail)) - {
-        *query, "normal", "clarify", "block", "guardian_block", "no_answer", "true", "false"}
+        *query, "normal", "clarify", "block", "guardian_block", "handoff", "no_answer", "true", "false"}
     assert not latin_words, detail
 
 

@@ -22,9 +22,9 @@ def test_metrics_on_known_pairs() -> None:
     pairs = [("normal", "normal")] * 3 + [("normal", "clarify"), ("clarify", "clarify"), ("block", "normal"),
                                           ("guardian_block", "guardian_block"), ("clarify", "error")]
     report = routing_metrics(pairs)
-    assert report.labels == ["normal", "clarify", "block", "guardian_block", "error"]
-    assert report.matrix[0] == [3, 1, 0, 0, 0] and report.matrix[2] == [1, 0, 0, 0, 0]
-    assert report.matrix[1] == [0, 1, 0, 0, 1]
+    assert report.labels == ["normal", "clarify", "block", "guardian_block", "handoff", "error"]
+    assert report.matrix[0] == [3, 1, 0, 0, 0, 0] and report.matrix[2] == [1, 0, 0, 0, 0, 0]
+    assert report.matrix[1] == [0, 1, 0, 0, 0, 1]
     by = {c.label: c for c in report.classes}
     assert (by["normal"].precision, by["normal"].recall, by["normal"].f1) == (0.75, 0.75, 0.75)
     assert (by["clarify"].precision, by["clarify"].recall, by["clarify"].support) == (0.5, 0.5, 2)
@@ -63,7 +63,7 @@ def test_command_runs_guardian_and_sgr_and_prints_the_matrix(llm, tmp_path: Path
     data = json.loads(report_path.read_text())
     assert [p["action"] for p in data["predictions"]] == ["normal", "clarify", "guardian_block", "block", "clarify"]
     assert data["predictions"][3]["rule"] == "spam_score"
-    assert data["report"]["matrix"][0] == [1, 1, 0, 0]  # normal: one right, one routed to clarify
+    assert data["report"]["matrix"][0] == [1, 1, 0, 0, 0]  # normal: one right, one routed to clarify
     planning = [r for r in llm.requests if r.body.get("tool_choice")]
     assert len(planning) == 4 and "Ignore all previous" not in json.dumps([r.body for r in planning])
     assert not Turn.objects.exists()  # nothing is stored, no answer stage

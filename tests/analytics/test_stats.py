@@ -43,10 +43,10 @@ def fixture(db: None) -> None:
 def test_stats_numbers_on_a_known_fixture(fixture: None) -> None:
     stats = plan_record_stats(PlanRecordFilters())
     assert stats.total == 5
-    assert stats.actions == {"normal": 3, "clarify": 1, "block": 1, "guardian_block": 0, "no_answer": 0}
+    assert stats.actions == {"normal": 3, "clarify": 1, "block": 1, "guardian_block": 0, "handoff": 0, "no_answer": 0}
     assert [(d.day.isoformat(), d.counts) for d in stats.actions_by_day] == [
-        ("2026-03-01", {"normal": 2, "clarify": 1, "block": 0, "guardian_block": 0, "no_answer": 0}),
-        ("2026-03-02", {"normal": 1, "clarify": 0, "block": 1, "guardian_block": 0, "no_answer": 0}),
+        ("2026-03-01", {"normal": 2, "clarify": 1, "block": 0, "guardian_block": 0, "handoff": 0, "no_answer": 0}),
+        ("2026-03-02", {"normal": 1, "clarify": 0, "block": 1, "guardian_block": 0, "handoff": 0, "no_answer": 0}),
     ]
     assert [b.count for b in stats.spam_score_histogram] == [1, 2, 0, 1, 0, 0, 0, 0, 0, 1]
     assert [b.count for b in stats.confidence_histogram] == [0, 0, 0, 0, 1, 0, 0, 1, 1, 2]
@@ -78,5 +78,5 @@ def test_stats_endpoint(client: Client, fixture: None) -> None:
     data = client.get("/api/v1/plan-records/stats", {"date_to": "2026-03-01"}, HTTP_X_API_KEY=key).json()
     assert data["total"] == 3 and data["actions"]["clarify"] == 1
     assert data["actions_by_day"] == [{"day": "2026-03-01", "counts": {"normal": 2, "clarify": 1, "block": 0,
-                                                                         "guardian_block": 0, "no_answer": 0}}]
+                                                                         "guardian_block": 0, "handoff": 0, "no_answer": 0}}]
     assert data["latency"]["sgr"] == {"count": 3, "p50_ms": 200.0, "p95_ms": 290.0}

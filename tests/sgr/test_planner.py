@@ -213,7 +213,7 @@ def test_the_compact_schema_asks_only_the_fields_a_small_model_fills(llm, settin
     (request,) = llm.chat_requests()
     answered, asked = request["response_format"]["json_schema"]["schema"]["anyOf"]
     # No question beside an answer, a question beside 'clarify', nothing else asked for.
-    assert answered["properties"]["action"]["enum"] == ["normal", "block", "guardian_block"]
+    assert answered["properties"]["action"]["enum"] == ["normal", "block", "guardian_block", "handoff"]
     assert "clarification_question" not in answered["properties"] and answered["additionalProperties"] is False
     assert asked["properties"]["action"]["enum"] == ["clarify"] and asked["required"][-1] == "clarification_question"
     assert set(answered["required"]) == set(COMPACT_FIELDS) and answered["properties"]["subqueries"]["maxItems"] == 3

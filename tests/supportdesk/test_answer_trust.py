@@ -85,6 +85,7 @@ def test_an_uncovered_question_ends_no_answer_without_an_answer_model_call(trust
     assert answer["text"].startswith("Our help center has nothing on this yet")
     assert "\u201crefund plane ticket\u201d" in answer["text"]  # what was searched for
     assert answer["sources"] == [] and answer["confidence"] is None and answer["no_answer"] is True
+    assert answer["offer_handoff"] == "no_answer"  # the widget offers a person (the handoff control)
     assert "refund" not in answer["text"].split("searched for:")[0].lower()  # nothing invented
     assert turn.answer_result["coverage"]["covered"] is False
     assert "refund" in turn.answer_result["coverage"]["missing"]

@@ -27,6 +27,7 @@ class FinalAnswer(BaseModel):
     invalid_citations: list[int] = Field(default_factory=list)
     attributed_citations: list[int] = Field(default_factory=list)  # named by word overlap, not by the model
     no_answer: bool = False  # the no_answer reply (DT-002), not an answer
+    offer_handoff: str | None = None  # the widget offers a person with this reason (the no_answer reply does)
     quoted: bool = False  # an article line shown verbatim in place of an unsupported answer
     supported_share: float | None = None  # grounded sentences among those checked; staff only
     grounding: list[dict[str, Any]] = Field(default_factory=list)  # per sentence; staff only

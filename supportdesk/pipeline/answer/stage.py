@@ -17,11 +17,12 @@ from supportdesk.pipeline.answer.agent import AgentOutcome, agent_run
 from supportdesk.pipeline.answer.batching import TokenBatcher
 from supportdesk.pipeline.answer.final import FinalAnswer, final_answer_build
 from supportdesk.pipeline.answer.kb import KbResult, kb_attempt_mark, kb_search
-from supportdesk.pipeline.answer.markdown import answer_html
+from supportdesk.markup import answer_html
 from supportdesk.pipeline.answer.prefetch import plan_prefetch, plan_queries, prefetch_messages
 from supportdesk.pipeline.answer.trust import (
     answer_coverage, answer_grounding, grounding_fails, no_answer_reply, quote_answer, quote_best)
 from supportdesk.events import turn_event_emit
+from supportdesk.handoff import conversation_with_person
 from supportdesk.llm import llm_client
 from supportdesk.models import Message, Turn, TurnEvent
 from supportdesk.selectors import context_history, turn_synthetic
@@ -91,6 +92,11 @@ def answer_stage_run(*, turn: Turn) -> None:
         return
     language = turn.language
     with stage_logged(turn.pk, "answer") as log:
+        if conversation_with_person(conversation_id=turn.conversation_id):
+            # Staff took the conversation over after it was planned (issue #29): the assistant stays silent.
+            log.outcome = "human"
+            stage_finish(turn=turn, status=Turn.Status.HUMAN)
+            return
         answer_restart_clear(turn=turn)
         record = plan_record_get(turn_id=turn.pk)
         search = functools.partial(kb_search, numbered_after=kb_attempt_mark(turn_id=turn.pk))

@@ -90,4 +90,4 @@ def no_answer_reply(*, turn: Turn, record: PlanRecord | None, covered: bool, gro
                                    rule=record.routing_rule, overridden=record.action_overridden)
         plan_record_outputs_save(record=record, outputs=outputs,
                                  decision=coverage_route(decision=decision, covered=covered, grounded=grounded))
-    return FinalAnswer(text=outputs.shown, confidence=None, no_answer=True)
+    return FinalAnswer(text=outputs.shown, confidence=None, no_answer=True, offer_handoff="no_answer")

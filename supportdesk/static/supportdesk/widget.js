@@ -75,6 +75,11 @@
     details.debug { font-size: 11px; border: 1px dashed var(--muted); border-radius: 6px; padding: 4px 6px; margin: 4px 0; }
     .badges span { display:inline-block; background: var(--bubble); border-radius: 8px; padding: 1px 6px; margin-right: 4px; }
     details.debug pre { white-space: pre-wrap; max-height: 160px; overflow: auto; }
+    .handoff-note { color: var(--muted); font-size: 12px; margin: 8px 0; padding: 6px 10px; border-left: 3px solid var(--accent); }
+    .answer.staff .author { display: block; font-size: 11px; color: var(--muted); margin-bottom: 2px; }
+    button.handoff { font: inherit; font-size: 12px; cursor: pointer; border: 1px solid var(--border); background: var(--bg);
+      color: var(--fg); border-radius: 14px; padding: 2px 10px; margin: 4px 0; }
+    form.handoff-email { padding: 0; border: none; margin: 4px 0; }
   `;
 
   const host = document.createElement("div");
@@ -118,7 +123,11 @@
   const header = el("header");
   const title = el("span");
   const conn = el("span", "conn");
-  header.append(title, conn);
+  // Issue #29: the customer can always ask for a person (a reply may offer it too: `offer_handoff`).
+  const handoffHeader = el("button", "handoff");
+  handoffHeader.type = "button";
+  handoffHeader.addEventListener("click", () => handoffRequest("widget_button"));
+  header.append(title, handoffHeader, conn);
   const log = el("div", "log");
   log.setAttribute("role", "log");
   log.setAttribute("aria-live", "polite");
@@ -164,6 +173,7 @@
     input.placeholder = t("widget_placeholder");
     input.setAttribute("aria-label", t("widget_placeholder"));
     send.textContent = t("widget_send");
+    handoffHeader.textContent = t("widget_handoff_button");
     greeting.textContent = t("widget_greeting");
     starting.textContent = t("widget_assistant_starting");
     setOpen(!panel.hidden, false);
@@ -328,6 +338,7 @@
     }
     if (frame.type === "pong") return;
     if (frame.type === "error" && frame.seq === null) { showError(p.message, pendingText); return; }
+    if (frame.type === "handoff" || frame.type === "staff_message") { conversationEvent(frame.type, p); scroll(); return; }
     const view = turnView(frame.turn);
     switch (frame.type) {
       case "status":
@@ -338,6 +349,7 @@
       case "plan":
         view.plan.textContent = p.text || "";
         view.plan.hidden = !p.text;
+        if (p.offer_handoff) view.extras.append(handoffButton(p.offer_handoff === true ? "no_answer" : p.offer_handoff));
         break;
       case "token":
         view.typing.hidden = true;
@@ -419,7 +431,67 @@
       }
       view.extras.append(chips);
     }
+    if (p.offer_handoff) view.extras.append(handoffButton(p.offer_handoff === true ? "no_answer" : p.offer_handoff));
     view.extras.append(thumbs(view));
+  }
+
+  // --- a person (issue #29) -----------------------------------------------------------------
+  // The control any reply may carry (a `plan` or `answer` payload's `offer_handoff`: true or the reason to send).
+  function handoffButton(reason) {
+    const button = el("button", "handoff", t("widget_handoff_button"));
+    button.type = "button";
+    button.addEventListener("click", () => handoffRequest(reason || "widget_button"));
+    return button;
+  }
+
+  async function handoffRequest(reason) {
+    if (!conversation) return;
+    try {
+      await api(`/api/conversations/${conversation.id}/handoff`, {
+        method: "POST", headers: authHeaders(), body: JSON.stringify({ reason: reason }),
+      });
+    } catch (e) { showError(e.message); }
+    // The message saying a person was asked for comes as a `handoff` event.
+  }
+
+  // Events of the conversation rather than of a turn: an owner change, a staff reply.
+  function conversationEvent(type, p) {
+    if (type === "handoff") {
+      const note = el("div", "handoff-note", p.message || "");
+      note.dataset.owner = p.owner || "";
+      note.setAttribute("role", "status");
+      log.append(note);
+      if (p.ask_email) note.after(emailForm());
+      return;
+    }
+    const box = el("div", "answer staff");
+    box.append(el("span", "author", t("widget_staff_label").replace("{name}", p.author || "")));
+    const body = el("div", "staff-text");
+    if (p.html) sanitizeInto(body, p.html); else body.textContent = p.text || "";
+    box.append(body);
+    log.append(box);
+  }
+
+  function emailForm() {
+    const box = el("form", "handoff-email");
+    const field = el("input");
+    field.type = "email"; field.autocomplete = "email";
+    field.placeholder = t("widget_handoff_email_label"); field.setAttribute("aria-label", t("widget_handoff_email_label"));
+    const submit = el("button", "", t("widget_handoff_email_send"));
+    submit.type = "submit";
+    const status = el("span", "feedback-status");
+    status.setAttribute("role", "status");
+    box.append(field, submit, status);
+    box.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      try {
+        const saved = await api(`/api/conversations/${conversation.id}/contact`, {
+          method: "POST", headers: authHeaders(), body: JSON.stringify({ email: field.value }),
+        });
+        status.textContent = t("widget_handoff_email_saved").replace("{email}", saved.email);
+      } catch (err) { status.textContent = err.message; }
+    });
+    return box;
   }
 
   function thumbs(view) {

@@ -1,4 +1,4 @@
-"""Answer Markdown to HTML that is safe to insert: rendered by python-markdown, then cleaned by nh3.
+"""Markdown to HTML that is safe to insert (answers, staff replies): rendered by python-markdown, then cleaned by nh3.
 
 Raw HTML in the model's text is escaped before rendering, and nh3 keeps only
 formatting tags, ``href`` on links (http, https, mailto) and no event handlers,

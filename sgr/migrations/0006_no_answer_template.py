@@ -12,9 +12,12 @@ BODIES = {
 
 def forward(apps, schema_editor):
     ResponseTemplate = apps.get_model("sgr", "ResponseTemplate")
+    TextVersion = apps.get_model("sgr", "TextVersion")
     for language, body in BODIES.items():
         if not ResponseTemplate.objects.filter(name="no_answer", language=language, is_active=True).exists():
-            ResponseTemplate.objects.create(name="no_answer", language=language, body=body)
+            row = ResponseTemplate.objects.create(name="no_answer", language=language, body=body)
+            TextVersion.objects.get_or_create(kind="response", object_id=row.pk, version=row.version,
+                                              defaults={"body": body, "author_id": None})
 
 
 def backward(apps, schema_editor):
@@ -22,14 +25,15 @@ def backward(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("sgr", "0004_planning_prompt_fixed_first")]
+    dependencies = [("sgr", "0005_responsetemplate_handoff_action")]
 
     operations = [
         migrations.AlterField(
             model_name="responsetemplate",
             name="name",
             field=models.CharField(choices=[("normal", "normal"), ("clarify", "clarify"), ("block", "block"),
-                                            ("guardian_block", "guardian_block"), ("no_answer", "no_answer")],
+                                            ("guardian_block", "guardian_block"), ("handoff", "handoff"),
+                                            ("no_answer", "no_answer")],
                                    max_length=32),
         ),
         migrations.AddField(model_name="planrecord", name="answer_supported_share",
