@@ -146,6 +146,10 @@ def run() -> int:
         say("all processes stopped")
 
 
+def _warm_up_on(env: dict[str, str]) -> bool:
+    return env.get("SD_WARM_UP", "true").strip().lower() not in ("0", "false", "no", "off")
+
+
 def _local_model(env: dict[str, str], started: float) -> ModelBringUp:
     """Settings for the bundled local model, and its bring-up, begun: it is assembled and loaded in the
     background while the platform starts and serves (``devstack.modelup``)."""
@@ -175,8 +179,12 @@ def _local_model(env: dict[str, str], started: float) -> ModelBringUp:
     server_env = {**env, "OMP_NUM_THREADS": str(threads), "OMP_WAIT_POLICY": "passive"}
     argv = ServerArgv(engine=env.get("SD_LLM_ENGINE", "prebuilt"), port=port, alias=env["LLM_MODEL"], threads=threads,
                       ctx=int(env.get("SD_LLM_CONTEXT", "8192")), parallel=int(env.get("SD_LLM_PARALLEL", "2")))
+    # Once the model answers, its warm-up runs with the platform's settings (env, filled in further by
+    # then: the same dict), before the assistant is said to be ready.
     bringup = ModelBringUp(model=model, models_dir=DATA / "models", redis_url=env["REDIS_URL"], port=port,
-                           argv_for=argv, env=server_env, started=started)
+                           argv_for=argv, env=server_env, started=started,
+                           warm_argv=[sys.executable, str(ROOT / "manage.py"), "warm_up"] if _warm_up_on(env) else None,
+                           warm_env=env)
     bringup.begin()
     say(f"local LLM: {model.title} (SD_LOCAL_MODEL={model.name}) on {env['LLM_BASE_URL']}, "
         f"{argv.engine} llama.cpp server, {threads} thread(s); it loads in the background")
