@@ -1,6 +1,6 @@
 """SupportDesk settings: everything a user may turn comes from the environment.
 
-Every variable read here is documented in the README's configuration table.
+Every variable read here is documented in docs/configuration.md.
 The run and test commands (``./sd run``, ``./sd test``) export DATABASE_URL,
 REDIS_URL and LLM_BASE_URL for the local services they start; production sets
 the same variables to managed services.

@@ -8,11 +8,15 @@ test - starts a throw-away PostgreSQL and Redis on free ports and runs pytest
        against them; the tests start their own Celery workers.
 bench SCRIPT [ARGS] - the same throw-away services, migrated, then runs a
        benchmark script (``python SCRIPT ARGS``) that prints its numbers.
+manage ARGS - ``manage.py ARGS`` with the environment of this checkout's ``./sd run`` (its secret
+       key, database, Redis and model settings, from ``devstack.stackfile``); a command that needs
+       the database is refused, with what to do, when that run is not serving.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -25,6 +29,7 @@ from devstack.localmodel import local_model_get
 from devstack.modelup import ModelBringUp, ServerArgv
 from devstack.secretkey import secret_key_env
 from devstack.services import browser_ensure, postgres_start, redis_start
+from devstack.stackfile import stack_file, stack_record_read, stack_record_remove, stack_record_write
 from devstack.workers import worker_argv, worker_env, worker_specs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,6 +73,7 @@ def run() -> int:
     group = ProcessGroup(log_dir=DATA / "logs")
     env = dict(os.environ)
     env.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    record = stack_file()
     # Debug pages would send tracebacks to anyone who can reach the port: off unless asked (DEBUG=true).
     env.setdefault("DEBUG", "false")
     # Staff handoff notifications (issue #29) print to the log instead of needing a mail server.
@@ -108,6 +114,7 @@ def run() -> int:
         )
         wait_until(tcp_ready(web_port), timeout=60, what="the ASGI server", proc=web.proc, log=group.log_path("web"))
         base = f"http://127.0.0.1:{web_port}"
+        stack_record_write(record, env=env, inherited=dict(os.environ), web=base)  # for ./sd manage
         say(f"ready in {time.time() - started:.1f}s from the start{_installs_took(started)} (logs in .data/logs/)")
         say(f"  demo page : {base}/")
         say(f"  admin     : {base}/admin/")
@@ -134,10 +141,15 @@ def run() -> int:
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        stack_record_remove(record)
         if bringup is not None:
             bringup.stop()
         group.stop_all()
         say("all processes stopped")
+
+
+def _warm_up_on(env: dict[str, str]) -> bool:
+    return env.get("SD_WARM_UP", "true").strip().lower() not in ("0", "false", "no", "off")
 
 
 def _local_model(env: dict[str, str], started: float) -> ModelBringUp:
@@ -169,8 +181,12 @@ def _local_model(env: dict[str, str], started: float) -> ModelBringUp:
     server_env = {**env, "OMP_NUM_THREADS": str(threads), "OMP_WAIT_POLICY": "passive"}
     argv = ServerArgv(engine=env.get("SD_LLM_ENGINE", "prebuilt"), port=port, alias=env["LLM_MODEL"], threads=threads,
                       ctx=int(env.get("SD_LLM_CONTEXT", "8192")), parallel=int(env.get("SD_LLM_PARALLEL", "2")))
+    # Once the model answers, its warm-up runs with the platform's settings (env, filled in further by
+    # then: the same dict), before the assistant is said to be ready.
     bringup = ModelBringUp(model=model, models_dir=DATA / "models", redis_url=env["REDIS_URL"], port=port,
-                           argv_for=argv, env=server_env, started=started)
+                           argv_for=argv, env=server_env, started=started,
+                           warm_argv=[sys.executable, str(ROOT / "manage.py"), "warm_up"] if _warm_up_on(env) else None,
+                           warm_env=env)
     bringup.begin()
     say(f"local LLM: {model.title} (SD_LOCAL_MODEL={model.name}) on {env['LLM_BASE_URL']}, "
         f"{argv.engine} llama.cpp server, {threads} thread(s); it loads in the background")
@@ -281,8 +297,36 @@ def _child_run(command: list[str], *, env: dict[str, str]) -> int:
         raise Stop("stopped") from None
 
 
+# Django's commands that touch neither the database nor Redis: they run without a stack.
+STACKLESS_COMMANDS = frozenset({"help", "--help", "-h", "version", "--version", "check", "diffsettings",
+                                "makemigrations", "makemessages", "compilemessages", "collectstatic", "findstatic"})
+
+
+def manage(args: list[str]) -> int:
+    """``manage.py ARGS`` as the run command's processes run it: against its stack when it serves
+    (the environment it recorded; what is set here wins), else, for a command that needs no stack,
+    with the run command's secret key and defaults; a command that needs the stack is refused."""
+    record = stack_record_read(stack_file())
+    if record is not None:
+        env = {**record["env"], **os.environ}
+    elif (args[0] if args else "help") in STACKLESS_COMMANDS:
+        env = dict(os.environ)
+        env.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+        env.setdefault("DEBUG", "false")
+        secret_key_env(env, kept=DATA / "secret_key")
+    else:
+        # On stderr: the command's output is often captured (KEY=$(./sd manage create_api_key ...)).
+        print(f"[supportdesk] `{args[0]}` needs the running stack (its database, Redis and workers), and no "
+              f"./sd run of this checkout is serving: start `./sd run` in another terminal, wait for its "
+              f"`ready in …` line, then run `./sd manage {shlex.join(args)}` again", file=sys.stderr)
+        return 1
+    # Replaced by manage.py: Ctrl-C, the terminal (an interactive command) and the exit code are its own.
+    os.execve(sys.executable, [sys.executable, str(ROOT / "manage.py"), *args], env)
+
+
 def main(argv: list[str]) -> int:
-    commands = {"run": lambda: run(), "test": lambda: test(argv[1:]), "bench": lambda: bench(argv[1:])}
+    commands = {"run": lambda: run(), "test": lambda: test(argv[1:]), "bench": lambda: bench(argv[1:]),
+                "manage": lambda: manage(argv[1:])}
     if not argv or argv[0] not in commands:
         print(__doc__)
         return 2

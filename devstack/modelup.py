@@ -2,10 +2,13 @@
 
 ``./sd run`` prints its URLs as soon as PostgreSQL, Redis, the workers and the web
 server are up. Meanwhile this assembles the model's parts (checked by sha256), then
-starts llama.cpp's server and waits until it answers, printing progress. Until then
-it keeps the Redis key of :mod:`supportdesk.modelstate` saying "starting" (refreshed
-well within its TTL), so the widget and the admin say so and the stages that need
-the model wait in the queue; the key is deleted once the model answers.
+starts llama.cpp's server and waits until it answers, printing progress, then warms
+it up (``manage.py warm_up``: the guardian's exemplars loaded, the planning and
+answering prompts' fixed parts in the server's cache), so the first customer's
+question costs what later ones cost. Until then it keeps the Redis key of
+:mod:`supportdesk.modelstate` saying "starting" (refreshed well within its TTL), so
+the widget and the admin say so and the stages that need the model wait in the
+queue; the key is deleted once the model is warm ("the assistant is ready").
 """
 
 from __future__ import annotations
@@ -39,9 +42,11 @@ class ModelBringUp:
     """Assemble (thread), start the server (``poll``, from the launcher's loop), say when it answers."""
 
     def __init__(self, *, model: LocalModel, models_dir: Path, redis_url: str, port: int, argv_for: "ServerArgv",
-                 env: dict[str, str], started: float) -> None:
+                 env: dict[str, str], started: float, warm_argv: list[str] | None = None,
+                 warm_env: dict[str, str] | None = None) -> None:
         self.model, self.models_dir, self.port, self.env = model, models_dir, port, env
         self.argv_for, self.started = argv_for, started
+        self.warm_argv, self.warm_env = warm_argv, warm_env
         self._redis = redis.Redis.from_url(redis_url, socket_timeout=2, socket_connect_timeout=2)
         self._began = time.time()
         self.detail = "waiting for the platform to start"
@@ -49,6 +54,9 @@ class ModelBringUp:
         self._error: BaseException | None = None
         self._child: Child | None = None
         self._server_started = 0.0
+        self._warm: Child | None = None
+        self._loaded_in = 0.0
+        self._warm_started = 0.0
         self._next_note = 0.0
         self.ready = False
         self._done = threading.Event()
@@ -77,17 +85,44 @@ class ModelBringUp:
         if self._child.proc.poll() is not None:
             raise StackError(f"llama-server exited with code {self._child.proc.returncode}; "
                              f"see .data/logs/llama-server.log")
+        if self._warm is not None:
+            self._warm_poll()
+            return
         if _healthy(self.port):
-            self.ready = True
-            self._done.set()
-            model_state_clear(self._redis)
-            say(f"the assistant is ready: {self.model.title} answers "
-                f"(loaded in {time.monotonic() - self._server_started:.1f}s; "
-                f"{time.time() - self.started:.1f}s from the start)")
+            self._loaded_in = time.monotonic() - self._server_started
+            if self.warm_argv is None:
+                self._ready(f"loaded in {self._loaded_in:.1f}s")
+                return
+            self.detail = "warming up the model"
+            self._write()
+            self._warm = group.start("warm-up", self.warm_argv, env=self.warm_env, oneshot=True)
+            self._warm_started = self._next_note = time.monotonic()
+            say(f"{self.model.title} loaded in {self._loaded_in:.1f}s; warming it up (the guardian's exemplars, "
+                f"the planning and answering prompts) ...")
             return
         if time.monotonic() - self._next_note >= NOTE_EVERY:
             self._next_note = time.monotonic()
             say(f"still loading the model ({time.monotonic() - self._server_started:.0f}s so far) ...")
+
+    def _warm_poll(self) -> None:
+        assert self._warm is not None
+        code = self._warm.proc.poll()
+        took = time.monotonic() - self._warm_started
+        if code is None:
+            if time.monotonic() - self._next_note >= NOTE_EVERY:
+                self._next_note = time.monotonic()
+                say(f"still warming up the model ({took:.0f}s so far) ...")
+            return
+        if code != 0:  # a cold first answer is slower, not wrong: the assistant serves anyway
+            say(f"the warm-up failed (exit {code}; see .data/logs/warm-up.log): the first answers may take longer")
+        self._ready(f"loaded in {self._loaded_in:.1f}s, warmed up in {took:.1f}s")
+
+    def _ready(self, how: str) -> None:
+        self.ready = True
+        self._done.set()
+        model_state_clear(self._redis)
+        say(f"the assistant is ready: {self.model.title} answers ({how}; "
+            f"{time.time() - self.started:.1f}s from the start)")
 
     def stop(self) -> None:
         self._done.set()

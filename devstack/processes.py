@@ -109,6 +109,8 @@ class Child:
     stop_signal: int = signal.SIGTERM
     # Supervised children (workers, web servers) are started again when they die.
     supervised: bool = False
+    # A one-shot child (the model's warm-up) is meant to end: its starter reads its exit code.
+    oneshot: bool = False
     argv: list[str] = field(default_factory=list)
     env: dict[str, str] | None = None
     cwd: Path | None = None
@@ -126,9 +128,10 @@ class ProcessGroup:
 
     def start(self, name: str, argv: Sequence[str], *, env: dict[str, str] | None = None,
               stop_signal: int = signal.SIGTERM, cwd: Path | None = None, log_to_console: bool = False,
-              supervised: bool = False) -> Child:
+              supervised: bool = False, oneshot: bool = False) -> Child:
         child = self._spawn(name, argv, env=env, stop_signal=stop_signal, cwd=cwd, log_to_console=log_to_console)
         child.supervised, child.argv, child.env, child.cwd = supervised, list(argv), env, cwd
+        child.oneshot = oneshot
         self.children.append(child)
         return child
 
@@ -137,7 +140,7 @@ class ProcessGroup:
         (1 s up to ``RESTART_BACKOFF_MAX``); return the first child that died unsupervised, if any."""
         now = time.monotonic()
         for index, child in enumerate(self.children):
-            if child.proc.poll() is None:
+            if child.proc.poll() is None or child.oneshot:
                 continue
             if not child.supervised:
                 return child

@@ -1,13 +1,17 @@
 """The widget's launcher, its greeting, replies in the customer's language and answers without the
-plan's internal sections, in a real Chromium against the live server, worker and scripted LLM."""
+plan's internal sections, in a real Chromium against the live server, worker and scripted LLM.
+
+``SD_SCREENSHOTS=docs ./sd test tests/e2e/test_widget_launcher.py`` refreshes ``docs/widget-answer.png``."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from supportdesk.models import Conversation, Turn
+from tests.analytics.test_browser import _shot
 from tests.e2e.test_widget import _answer_snapshots, _ask, _plan
 from tests.llm_stub import Reply
 from tests.sgr.factories import sgr_isolated
@@ -23,17 +27,37 @@ def _open(page: Any) -> bool:
     return page.evaluate(PANEL_OPEN)
 
 
+def _launcher_icon(page: Any) -> str:
+    """The launcher's icon (its SVG's class), after checking it is drawn, not a glyph of some font: the
+    button holds no text, and hiding the SVG changes the button's pixels (the test machine has no emoji
+    font, so the old 💬 drew an empty box there)."""
+    launcher = page.locator("button.launcher")
+    assert launcher.evaluate("b => b.textContent") == ""
+    icon = launcher.locator("svg")
+    assert icon.count() == 1
+    box = icon.bounding_box()
+    assert box is not None and box["width"] >= 20 and box["height"] >= 20
+    drawn = launcher.screenshot()
+    icon.evaluate("svg => { svg.style.visibility = 'hidden'; }")
+    blank = launcher.screenshot()
+    icon.evaluate("svg => { svg.style.visibility = ''; }")
+    assert drawn != blank
+    return icon.get_attribute("class")
+
+
 def test_the_launcher_opens_and_closes_the_widget_and_remembers_the_choice(page: Any, live_server_url: str) -> None:
     page.goto(live_server_url + "/?lang=en")
     launcher = page.locator("button.launcher")
     page.locator("button.launcher[aria-label='Open support chat']").wait_for()
     assert not _open(page) and launcher.get_attribute("aria-expanded") == "false"
     assert launcher.get_attribute("aria-controls") == "supportdesk-panel"
+    assert _launcher_icon(page) == "icon icon-open"
 
     launcher.focus()
     launcher.press("Enter")  # keyboard
     assert _open(page) and launcher.get_attribute("aria-expanded") == "true"
     assert launcher.get_attribute("aria-label") == "Close support chat"
+    assert _launcher_icon(page) == "icon icon-close"
     assert page.evaluate(FOCUSED) == ""  # the input (no class) has the focus, ready to type
     assert page.locator("form input").evaluate("i => i === i.getRootNode().activeElement")
     assert page.locator(".greeting").inner_text().startswith("Hi!")
@@ -67,7 +91,8 @@ def test_the_widget_can_start_open_and_the_demo_page_is_localized(chromium: Any,
         context.close()
 
 
-def test_a_russian_message_in_the_english_widget_gets_a_russian_reply(page: Any, live_server_url: str, llm: Any) -> None:
+def test_a_russian_message_in_the_english_widget_gets_a_russian_reply(page: Any, live_server_url: str, llm: Any,
+                                                                      tmp_path: Path) -> None:
     llm.push(_plan(llm), Reply(content="Нажмите «Сбросить пароль» на странице входа."))
     page.goto(live_server_url + "/?lang=en")
     _ask(page, "Как сбросить пароль?")
@@ -79,6 +104,7 @@ def test_a_russian_message_in_the_english_widget_gets_a_russian_reply(page: Any,
     assert page.locator(".confidence").inner_text().startswith("Уверенность")
     assert page.locator(".turn").get_attribute("lang") == "ru"
     assert page.locator("form button").inner_text() == "Send"  # the widget itself stays English
+    _shot(page, tmp_path, "widget-answer")
     turn = Turn.objects.get()
     assert (turn.language, turn.conversation.language) == ("ru", "en")
     assert "Russian" in llm.chat_requests()[-1]["messages"][0]["content"]

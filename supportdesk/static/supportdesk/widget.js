@@ -145,6 +145,31 @@
   root.append(style, panel, launcher);
 
   // --- open / closed -----------------------------------------------------------------
+  // The launcher's icons are inline SVG: an emoji (💬) shows as an empty box where no emoji font is installed.
+  const LAUNCHER_ICONS = {
+    open: {d: "M5 4h14a3 3 0 0 1 3 3v8a3 3 0 0 1-3 3h-8l-5 4v-4H5a3 3 0 0 1-3-3V7a3 3 0 0 1 3-3z", fill: true},
+    close: {d: "M6 6l12 12M18 6L6 18", fill: false},
+  };
+  function launcherIcon(name) {
+    const ns = "http://www.w3.org/2000/svg";
+    const svg = document.createElementNS(ns, "svg");
+    svg.setAttribute("class", "icon icon-" + name);
+    svg.setAttribute("viewBox", "0 0 24 24");
+    svg.setAttribute("width", "26");
+    svg.setAttribute("height", "26");
+    svg.setAttribute("aria-hidden", "true");
+    svg.setAttribute("focusable", "false");
+    const path = document.createElementNS(ns, "path");
+    path.setAttribute("d", LAUNCHER_ICONS[name].d);
+    path.setAttribute("fill", LAUNCHER_ICONS[name].fill ? "currentColor" : "none");
+    path.setAttribute("stroke", "currentColor");
+    path.setAttribute("stroke-width", LAUNCHER_ICONS[name].fill ? "1" : "2.5");
+    path.setAttribute("stroke-linecap", "round");
+    path.setAttribute("stroke-linejoin", "round");
+    svg.append(path);
+    return svg;
+  }
+
   function storedOpen() {
     const saved = localStorage.getItem(openKey);
     return saved === null ? script.dataset.open === "true" : saved === "1";
@@ -155,7 +180,7 @@
     launcher.setAttribute("aria-expanded", String(open));
     launcher.setAttribute("aria-label", t(open ? "widget_close" : "widget_open"));
     launcher.title = t(open ? "widget_close" : "widget_open");
-    launcher.textContent = open ? "\u2715" : "\uD83D\uDCAC";
+    launcher.replaceChildren(launcherIcon(open ? "close" : "open"));
     if (remember) localStorage.setItem(openKey, open ? "1" : "0");
     if (open && remember) { input.focus(); scroll(); }
   }
