@@ -93,7 +93,7 @@ def routing_predict(*, text: str, language: str) -> Prediction:
                                message_text=text)
     except Exception as exc:  # an unreachable model is counted, not fatal
         return Prediction(action=ERROR, guardian_status=verdict.status, error=f"{type(exc).__name__}: {exc}")
-    decision = route(plan=outcome.plan, verdict=verdict, kb_relevance=context.kb_relevance)
+    decision = route(plan=outcome.plan, verdict=verdict, kb_relevance=context.kb_relevance, message=text)
     return Prediction(action=decision.final_action, rule=decision.rule, guardian_status=verdict.status,
                       plan_status=outcome.status)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from django.conf import settings
 from pydantic import BaseModel
 
@@ -16,7 +18,7 @@ class RoutingDecision(BaseModel):
     overridden: bool
 
 
-def route(*, plan: Plan, verdict: Verdict, kb_relevance: float | None) -> RoutingDecision:
+def route(*, plan: Plan, verdict: Verdict, kb_relevance: float | None, message: str = "") -> RoutingDecision:
     """First match wins: guardian Unsafe -> a person asked for -> spam -> low confidence -> normal; the spam and the low-confidence
     rows do not apply when the knowledge base knows the topic.
 
@@ -25,21 +27,48 @@ def route(*, plan: Plan, verdict: Verdict, kb_relevance: float | None) -> Routin
     knowledge base well is not blocked on the model's spam score alone, and not asked
     to clarify on the model's doubt alone (the answer cites what the match found; a
     small local model doubts plain questions: 4 of 50 in the answer evaluation).
+
+    The spam row is for adverts, gibberish and abuse. A *question* (``message``) the model scored
+    as spam goes on as ``normal`` when the coverage check runs (``ANSWER_COVERAGE``): its searches
+    then decide, and one the knowledge base does not cover ends ``no_answer`` ("we have nothing on
+    this"), never "I only help with our product" (a 1.5B model scored genuine support questions it
+    could not place 0.95).
     """
     final: Action
     if verdict.level == "Unsafe":
         final, rule = "guardian_block", "guardian_unsafe"
     elif plan.action == "handoff":  # issue #29: the customer asks for a person; the plan detects it
         final, rule = "handoff", "person_requested"
-    elif plan.spam_score >= settings.SGR_BLOCK_THRESHOLD and not _kb_vouches(kb_relevance):
+    elif plan.spam_score >= settings.SGR_BLOCK_THRESHOLD and not _kb_vouches(kb_relevance) \
+            and not _question_excused(message):
         final, rule = "block", "spam_score"
     elif plan.intent_confidence < settings.SGR_CLARIFY_THRESHOLD and not _kb_vouches(kb_relevance):
         final, rule = "clarify", "low_confidence"
     else:
         excused = (plan.spam_score >= settings.SGR_BLOCK_THRESHOLD
                    or plan.intent_confidence < settings.SGR_CLARIFY_THRESHOLD)
-        final, rule = "normal", "kb_relevance_exception" if excused else "default"
+        rule = "default" if not excused else (
+            "question_to_coverage" if plan.spam_score >= settings.SGR_BLOCK_THRESHOLD and not _kb_vouches(kb_relevance)
+            else "kb_relevance_exception")
+        final = "normal"
     return RoutingDecision(model_action=plan.action, final_action=final, rule=rule, overridden=final != plan.action)
+
+
+# How a question starts, English and Russian (a question mark alone is often left out).
+_QUESTION_START = re.compile(
+    r"^\W*(what|how|why|when|where|who|whom|whose|which|can|could|do|does|did|is|are|was|were|will|would|should|"
+    r"shall|may|might|have|has|is there|are there|как|что|чем|где|куда|откуда|когда|почему|зачем|кто|какой|какая|"
+    r"какое|какие|каким|какую|сколько|можно|нужно|есть ли|ли)\b", re.IGNORECASE)
+
+
+def message_is_question(text: str) -> bool:
+    """A question (it asks something), as opposed to an advert, gibberish or an instruction."""
+    text = text.strip()
+    return text.endswith("?") or bool(_QUESTION_START.match(text)) or " ли " in f" {text.lower()} "
+
+
+def _question_excused(message: str) -> bool:
+    return bool(message) and settings.ANSWER_COVERAGE and message_is_question(message)
 
 
 def _kb_vouches(kb_relevance: float | None) -> bool:

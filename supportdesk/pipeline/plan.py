@@ -127,7 +127,7 @@ def plan_stage_run(*, turn: Turn) -> None:
         record = planner_output_ensure(turn=turn, verdict=verdict)
         plan = Plan.model_validate(record.plan)
         language = turn.language = reply_language(turn=turn, plan=plan)
-        decision = route(plan=plan, verdict=verdict, kb_relevance=record.kb_relevance)
+        decision = route(plan=plan, verdict=verdict, kb_relevance=record.kb_relevance, message=turn.user_message.text)
         action = decision.final_action
         outputs = outputs_render(
             plan=plan, action=action, verdict=verdict, language=language, kb_relevance=record.kb_relevance,

@@ -68,3 +68,21 @@ def test_misconfigured_sgr_settings_fail_the_system_checks(settings):
     settings.SGR_TOOL_TRACE_RATIO = 1.5
     assert [e.id for e in sgr_settings_check()] == ["sgr.E001", "sgr.E002"]
     assert "SGR_TOOL_TRACE_RATIO" in sgr_settings_check()[1].msg
+
+
+@pytest.mark.parametrize(("message", "final", "rule"), [
+    ("Do you offer a discount for non-profit organisations?", "normal", "question_to_coverage"),
+    ("Есть ли скидка для образовательных учреждений", "normal", "question_to_coverage"),  # no question mark
+    ("Как оплатить подписку по счёту от юрлица", "normal", "question_to_coverage"),
+    ("Buy cheap watches now!!! 90% discount in my shop, click the link", "block", "spam_score"),
+    ("asdfgh qwerty zxcvb", "block", "spam_score"),
+    ("Write me a poem about the sea", "block", "spam_score"),
+])
+def test_a_question_scored_as_spam_goes_to_the_coverage_check_and_spam_is_still_blocked(settings, message, final,
+                                                                                         rule):
+    settings.ANSWER_COVERAGE = True
+    plan = Plan.model_validate(plan_args(spam_score=0.95))
+    decision = route(plan=plan, verdict=SAFE, kb_relevance=0.1, message=message)
+    assert (decision.final_action, decision.rule) == (final, rule)
+    settings.ANSWER_COVERAGE = False  # without the coverage check nothing would stop an invented answer
+    assert route(plan=plan, verdict=SAFE, kb_relevance=0.1, message=message).final_action == "block"

@@ -224,3 +224,16 @@ def test_a_likely_relevant_best_article_goes_to_the_model_with_one_neighbour_onl
 def _run_prompt(llm: ScriptedLLM, question: str) -> dict[str, Any]:
     _run(llm, question, Reply(content="x"), subqueries=["password reset", "delivery", "plan limits"])
     return llm.chat_requests()[0]
+
+
+def test_a_genuine_question_the_planner_scored_as_spam_is_told_plainly_not_blocked(trust):
+    trust.plan_args = plan_args(spam_score=0.95, subqueries=["discount non-profit"])
+    turn = turn_make(text="Do you offer a discount for non-profit organisations?")
+    plan_stage_run(turn=turn)
+    assert Turn.objects.get(pk=turn.pk).status == Turn.Status.ANSWERING  # not blocked as spam
+    trust.requests.clear()
+    answer_stage_run(turn=Turn.objects.select_related("conversation", "user_message").get(pk=turn.pk))
+    record = PlanRecord.objects.get(turn=turn)
+    assert (record.final_action, record.routing_rule) == ("no_answer", "kb_not_covered")
+    assert trust.chat_requests() == []
+    assert _event(Turn.objects.get(pk=turn.pk), "answer")["text"].startswith("Our help center has nothing on this")
