@@ -74,13 +74,16 @@ def test_the_shipped_labelled_set_is_large_enough_and_over_the_demo_kb():
         return sum(1 for c in cases if c.language == language and c.kind == kind)
 
     assert count("en", "kb") >= 30 and count("ru", "kb") >= 20
-    assert sum(c.kind == "spam" for c in cases) >= 10 and sum(c.kind == "ambiguous" for c in cases) >= 5
+    assert sum(c.kind == "spam" for c in cases) >= 7 and sum(c.kind == "ambiguous" for c in cases) >= 5
+    # Questions outside the knowledge base are told so (no_answer), never that they are spam (issue 28).
+    assert sum(c.kind == "off_topic_question" for c in cases) >= 3
     for case in cases:
         assert isinstance(case, AnswerCase)
         if case.kind == "kb":
             assert (case.language, case.expected_article) in kb and case.key_facts
         else:
-            assert case.expected_action == ("block" if case.kind == "spam" else "clarify")
+            expected = {"spam": "block", "off_topic_question": "no_answer", "ambiguous": "clarify"}
+            assert case.expected_action == expected[case.kind]
 
 
 def test_trust_figures_count_false_answers_over_refusal_and_citation_precision():
