@@ -95,6 +95,10 @@ def test_a_streamed_markdown_answer_renders_inert_and_thumbs_are_stored(page, li
     assert page.locator("[aria-live=polite]").count() == 1
 
     turn = Turn.objects.get(user_message__text="How do I reset my password?")
+    # The thumbs are inline SVG with no text: an emoji would be an empty box without an emoji font.
+    for name in ("up", "down"):
+        button = page.locator(f".thumbs .{name}")
+        assert button.inner_text().strip() == "" and button.locator("svg.icon-" + name).count() == 1
     page.locator(".thumbs .up").click()
     page.locator(".feedback-status", has_text="Thank you").wait_for()
     page.locator(".thumbs textarea").fill("Clear and quick")

@@ -145,25 +145,28 @@
   root.append(style, panel, launcher);
 
   // --- open / closed -----------------------------------------------------------------
-  // The launcher's icons are inline SVG: an emoji (💬) shows as an empty box where no emoji font is installed.
+  // The widget's icons are inline SVG: an emoji (💬, 👍) shows as an empty box where no emoji font is
+  // installed. The thumbs are Feather's (MIT licence).
   const LAUNCHER_ICONS = {
     open: {d: "M5 4h14a3 3 0 0 1 3 3v8a3 3 0 0 1-3 3h-8l-5 4v-4H5a3 3 0 0 1-3-3V7a3 3 0 0 1 3-3z", fill: true},
     close: {d: "M6 6l12 12M18 6L6 18", fill: false},
+    up: {d: "M14 9V5a3 3 0 0 0-3-3l-4 9v11h11.28a2 2 0 0 0 2-1.7l1.38-9a2 2 0 0 0-2-2.3zM7 22H4a2 2 0 0 1-2-2v-7a2 2 0 0 1 2-2h3", fill: false},
+    down: {d: "M10 15v4a3 3 0 0 0 3 3l4-9V2H5.72a2 2 0 0 0-2 1.7l-1.38 9a2 2 0 0 0 2 2.3zm7-13h2.67A2.31 2.31 0 0 1 22 4v7a2.31 2.31 0 0 1-2.33 2H17", fill: false},
   };
-  function launcherIcon(name) {
+  function launcherIcon(name, size = 26) {
     const ns = "http://www.w3.org/2000/svg";
     const svg = document.createElementNS(ns, "svg");
     svg.setAttribute("class", "icon icon-" + name);
     svg.setAttribute("viewBox", "0 0 24 24");
-    svg.setAttribute("width", "26");
-    svg.setAttribute("height", "26");
+    svg.setAttribute("width", String(size));
+    svg.setAttribute("height", String(size));
     svg.setAttribute("aria-hidden", "true");
     svg.setAttribute("focusable", "false");
     const path = document.createElementNS(ns, "path");
     path.setAttribute("d", LAUNCHER_ICONS[name].d);
     path.setAttribute("fill", LAUNCHER_ICONS[name].fill ? "currentColor" : "none");
     path.setAttribute("stroke", "currentColor");
-    path.setAttribute("stroke-width", LAUNCHER_ICONS[name].fill ? "1" : "2.5");
+    path.setAttribute("stroke-width", LAUNCHER_ICONS[name].fill ? "1" : size < 20 ? "2" : "2.5");
     path.setAttribute("stroke-linecap", "round");
     path.setAttribute("stroke-linejoin", "round");
     svg.append(path);
@@ -522,8 +525,10 @@
   function thumbs(view) {
     const turnId = view.id;
     const box = el("div", "thumbs");
-    const up = el("button", "up", "👍");
-    const down = el("button", "down", "👎");
+    const up = el("button", "up");
+    const down = el("button", "down");
+    up.append(launcherIcon("up", 16));
+    down.append(launcherIcon("down", 16));
     const comment = el("textarea");
     const submit = el("button", "send-feedback", t("widget_feedback_send", view));
     const status = el("span", "feedback-status");
