@@ -45,6 +45,7 @@ def _round(stack: OutageStack, kill: str, llm_answer: str,
     if outage is not None:
         outage(posted[0][0])
         stack.supervising.set()
+    stack.back(kill)  # started again by the supervisor
     customers.wait()
     for follower in followers:
         assert follower.done, (kill, follower)

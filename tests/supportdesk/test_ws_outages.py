@@ -9,13 +9,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from channels.layers import channel_layers
+from asgiref.sync import async_to_sync
+from channels.layers import channel_layers, get_channel_layer
 from django.db import OperationalError, transaction
 
 from devstack.processes import ProcessGroup, free_port
 from devstack.services import redis_start
 from supportdesk.consumers import CLOSE_TRY_AGAIN
-from supportdesk.events import turn_event_emit
+from supportdesk.events import conversation_group, turn_event_emit
 from supportdesk.models import Turn
 from supportdesk.pipeline.submit import message_receive
 from supportdesk.services import conversation_create
@@ -86,8 +87,12 @@ def test_after_a_redis_restart_the_layer_subscribes_again_and_the_consumer_reads
 
     frame = client.receive(timeout=20)
     assert (frame["type"], frame["seq"]) == ("token", missed.seq)
-    with transaction.atomic():  # and live pushes flow again (the event store's publisher uses the suite's Redis)
-        turn_event_emit(turn=turn, type="done", payload={"status": "done"})
+    with transaction.atomic():
+        done = turn_event_emit(turn=turn, type="done", payload={"status": "done"})
+    # Live pushes flow again. Sent through this test's Redis: the process's event publisher may have been
+    # made for the suite's Redis by an earlier test.
+    async_to_sync(get_channel_layer().group_send)(conversation_group(created.conversation.public_id),
+                                                  {"type": "turn.event", "frame": done.as_frame()})
     assert client.receive(timeout=20)["type"] == "done"
 
 
