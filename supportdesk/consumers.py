@@ -261,8 +261,9 @@ class AgentInboxConsumer(AsyncJsonWebsocketConsumer):
             return
         await self.channel_layer.group_add(INBOX_GROUP, self.channel_name)
         self.joined = True
-        await self.accept()
+        # Counted before the accept reaches the page: an agent who sees the inbox open is already "there".
         await db_call(agent_present)(channel=self.channel_name)
+        await self.accept()
 
     async def disconnect(self, code: int) -> None:
         if self.joined:
