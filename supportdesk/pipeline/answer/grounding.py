@@ -69,10 +69,6 @@ class Grounding(BaseModel):
         counted = self.counted
         return None if not counted else round(sum(s.status == "supported" for s in counted) / len(counted), 3)
 
-    @property
-    def citations(self) -> list[int]:
-        return sorted({s.citation for s in self.sentences if s.citation is not None})
-
 
 def value_norm(value: str) -> str:
     return re.sub(r"[\s,\u00a0\u202f]", "", value.lower()).rstrip(".")
@@ -114,8 +110,7 @@ def _needles(value: str, *, same_language: bool) -> list[re.Pattern[str]]:
 
 
 class _Article:
-    def __init__(self, number: int, text: str, language: str) -> None:
-        self.number = number
+    def __init__(self, text: str, language: str) -> None:
         self.language = language_detect(text, default=language)
         self.units = [(value_norm(unit), term_stems(unit)) for unit in _units(text)]
         self.flat = value_norm(text)
@@ -151,7 +146,7 @@ def _sentences(text: str) -> list[tuple[str, list[int]]]:
 
 def answer_ground(*, text: str, articles: dict[int, str], language: str, terms_min: float) -> Grounding:
     """Check each sentence of ``text`` against ``articles`` (number → what the model read of it)."""
-    parsed = {n: _Article(n, body, language) for n, body in articles.items() if body.strip()}
+    parsed = {n: _Article(body, language) for n, body in articles.items() if body.strip()}
     results: list[SentenceGrounding] = []
     for sentence, cited in _sentences(text):
         results.append(_sentence_ground(sentence, cited, parsed, language, terms_min))

@@ -18,7 +18,7 @@ from supportdesk.pipeline.answer.batching import TokenBatcher
 from supportdesk.pipeline.answer.final import FinalAnswer, final_answer_build
 from supportdesk.pipeline.answer.kb import KbResult, kb_attempt_mark, kb_search
 from supportdesk.markup import answer_html
-from supportdesk.pipeline.answer.prefetch import plan_prefetch, plan_queries, prefetch_messages
+from supportdesk.pipeline.answer.prefetch import plan_prefetch, prefetch_messages
 from supportdesk.pipeline.answer.trust import (
     answer_coverage, answer_grounding, grounding_fails, no_answer_reply, quote_answer, quote_best)
 from supportdesk.events import turn_event_emit
@@ -103,7 +103,7 @@ def answer_stage_run(*, turn: Turn) -> None:
         prefetched = plan_prefetch(turn_id=turn.pk, language=language, record=record, message=turn.user_message.text,
                                    search=search)
         coverage = answer_coverage(turn=turn, record=record, prefetched=prefetched)
-        queries = plan_queries(record, turn.user_message.text)
+        queries = prefetched.queries if prefetched is not None else []  # what the no_answer reply says was searched
         if coverage is not None and not coverage.covered:  # DT-002: no_answer, and no answer-model call
             log.outcome = "no_answer"
             final = no_answer_reply(turn=turn, record=record, covered=False, grounded=True, queries=queries)
@@ -141,8 +141,9 @@ def answer_stage_run(*, turn: Turn) -> None:
             final = final.model_copy(update={
                 "supported_share": grounding.supported_share, "coverage": coverage.model_dump() if coverage else None,
                 "grounding": [s.model_dump() for s in grounding.sentences]})
-        # Output moderation (off by default) may retract the streamed text and replace it.
-        text = answer_moderate(turn=turn, text=final.text)
+        # Output moderation (off by default) may retract the streamed text and replace it; the no_answer
+        # reply is the staff's own template, not the model's words.
+        text = final.text if final.no_answer else answer_moderate(turn=turn, text=final.text)
         if text != final.text:
             final = final.model_copy(update={"text": text, "sources": [], "follow_ups": []})
         log.outcome = "no_answer" if final.no_answer else "done"
