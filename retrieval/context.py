@@ -41,7 +41,7 @@ def context_fit_budget(articles: list[Article], *, budget_tokens: int, first_num
         if out and limit < size and limit < MIN_ARTICLE_TOKENS:
             dropped.append(article.document_id)
             continue
-        kept = text if limit >= size else _truncate(text, limit)
+        kept = text if limit >= size else _article_trim(article, limit)
         out.append(ContextArticle(number=first_number + len(out), document_id=article.document_id,
                                   title=article.title, source=article.source, heading_path=article.best.heading_path,
                                   text=kept, tokens=token_estimate(kept), original_tokens=size, trimmed=limit < size))
@@ -49,6 +49,34 @@ def context_fit_budget(articles: list[Article], *, budget_tokens: int, first_num
     report = BudgetReport(budget_tokens=budget, used_tokens=used, original_tokens=original,
                           trimmed=any(a.trimmed for a in out) or bool(dropped), dropped_document_ids=dropped)
     return out, report
+
+
+def _article_trim(article: Article, tokens: int) -> str:
+    """The article's hit chunks that fit ``tokens``, chosen best first and shown in document order.
+
+    Cutting the text from its start would keep the document's first hits and lose its best one when
+    that comes later (a table row or a page further down: the model then reads a neighbouring
+    value). A chunk left out is marked with an ellipsis; the best chunk is cut at a word boundary
+    when it does not fit alone.
+    """
+    by_score = sorted(article.chunks, key=lambda c: c.rerank_score if c.rerank_score is not None else c.fused_score,
+                      reverse=True)
+    if not by_score or token_estimate(by_score[0].text) + 1 > tokens:
+        return _truncate(by_score[0].text if by_score else article.text, tokens)
+    chosen: set[int] = set()
+    used = 0
+    for chunk in by_score:
+        cost = token_estimate(chunk.text) + 1  # one token for the separator or ellipsis
+        if used + cost <= tokens:
+            chosen.add(chunk.chunk_id)
+            used += cost
+    parts: list[str] = []
+    for chunk in article.chunks:
+        if chunk.chunk_id in chosen:
+            parts.append(chunk.text)
+        elif not parts or parts[-1] != "…":
+            parts.append("…")
+    return "\n\n".join(parts)
 
 
 def _truncate(text: str, tokens: int) -> str:

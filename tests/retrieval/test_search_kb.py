@@ -139,3 +139,30 @@ def test_sources_carry_title_and_url_or_path(stub_embedder, write_files):
     assert source.title == "Refunds" and source.source.endswith("/refunds.md") and source.url is None
     cited = citations_resolve(text="Refunds go back to the card [1].", sources=result.sources)
     assert cited == [source]
+
+
+def _chunk(chunk_id: int, text: str, score: float) -> ChunkHit:
+    return ChunkHit(chunk_id=chunk_id, document_id=7, source="/kb/7.md", title="Plans", heading_path="Plans",
+                    position=chunk_id, language="en", text=text, token_count=token_estimate(text), fused_score=score)
+
+
+def test_a_trimmed_article_keeps_its_best_chunk_even_when_it_comes_later_in_the_document():
+    intro = " ".join(f"intro{i}" for i in range(120))
+    row = "Business plan | 25 seats | 40 GB storage | 49 EUR per month"
+    other = " ".join(f"other{i}" for i in range(120))
+    chunks = [_chunk(1, intro, 0.2), _chunk(2, other, 0.1), _chunk(3, row, 0.9)]
+    article = Article(document_id=7, source="/kb/7.md", title="Plans", best=chunks[2], chunks=chunks)
+    budget = token_estimate(row) + token_estimate(intro) + 4  # room for the best chunk and one more, not all three
+    [fitted], report = context_fit_budget([article], budget_tokens=budget)
+    # The prefix would have kept the intro and lost the table row the question matched.
+    assert row in fitted.text and intro in fitted.text and "other0" not in fitted.text
+    assert fitted.text.index(intro) < fitted.text.index(row)  # document order is kept
+    assert fitted.text.count("…") == 1 and fitted.trimmed and report.used_tokens <= budget
+
+
+def test_a_best_chunk_too_long_for_the_share_is_cut_at_a_word_boundary():
+    long_best = " ".join(f"best{i}" for i in range(300))
+    chunks = [_chunk(1, "short intro", 0.1), _chunk(2, long_best, 0.9)]
+    article = Article(document_id=7, source="/kb/7.md", title="Plans", best=chunks[1], chunks=chunks)
+    [fitted], _ = context_fit_budget([article], budget_tokens=60)
+    assert fitted.text.startswith("best0 best1") and fitted.text.endswith("…") and fitted.tokens <= 60
