@@ -56,24 +56,28 @@ def _article_trim(article: Article, tokens: int) -> str:
 
     Cutting the text from its start would keep the document's first hits and lose its best one when
     that comes later (a table row or a page further down: the model then reads a neighbouring
-    value). A chunk left out is marked with an ellipsis; the best chunk is cut at a word boundary
+    value). The budget left after the whole chunks that fit goes to the beginning of the best chunk
+    left out. A chunk left out is marked with an ellipsis; the best chunk is cut at a word boundary
     when it does not fit alone.
     """
     by_score = sorted(article.chunks, key=lambda c: c.rerank_score if c.rerank_score is not None else c.fused_score,
                       reverse=True)
     if not by_score or token_estimate(by_score[0].text) + 1 > tokens:
         return _truncate(by_score[0].text if by_score else article.text, tokens)
-    chosen: set[int] = set()
+    kept: dict[int, str] = {}
     used = 0
     for chunk in by_score:
         cost = token_estimate(chunk.text) + 1  # one token for the separator or ellipsis
         if used + cost <= tokens:
-            chosen.add(chunk.chunk_id)
+            kept[chunk.chunk_id] = chunk.text
             used += cost
+    rest = [chunk for chunk in by_score if chunk.chunk_id not in kept]
+    if rest and tokens - used - 2 >= MIN_ARTICLE_TOKENS // 2:  # the budget left: the beginning of the best chunk left out
+        kept[rest[0].chunk_id] = _truncate(rest[0].text, tokens - used - 2)
     parts: list[str] = []
     for chunk in article.chunks:
-        if chunk.chunk_id in chosen:
-            parts.append(chunk.text)
+        if chunk.chunk_id in kept:
+            parts.append(kept[chunk.chunk_id])
         elif not parts or parts[-1] != "…":
             parts.append("…")
     return "\n\n".join(parts)

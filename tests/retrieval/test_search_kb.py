@@ -166,3 +166,16 @@ def test_a_best_chunk_too_long_for_the_share_is_cut_at_a_word_boundary():
     article = Article(document_id=7, source="/kb/7.md", title="Plans", best=chunks[1], chunks=chunks)
     [fitted], _ = context_fit_budget([article], budget_tokens=60)
     assert fitted.text.startswith("best0 best1") and fitted.text.endswith("…") and fitted.tokens <= 60
+
+
+def test_the_budget_left_after_whole_chunks_goes_to_the_beginning_of_the_next_best_chunk():
+    intro = " ".join(f"intro{i}" for i in range(120))
+    row = "Business plan | 25 seats | 40 GB storage | 49 EUR per month"
+    other = " ".join(f"other{i}" for i in range(120))
+    chunks = [_chunk(1, intro, 0.1), _chunk(2, other, 0.2), _chunk(3, row, 0.9)]
+    article = Article(document_id=7, source="/kb/7.md", title="Plans", best=chunks[2], chunks=chunks)
+    budget = token_estimate(row) + token_estimate(other) + 60  # the row and the other chunk whole, not the intro
+    [fitted], report = context_fit_budget([article], budget_tokens=budget)
+    assert row in fitted.text and other in fitted.text
+    assert fitted.text.startswith("intro0 intro1") and "intro119" not in fitted.text  # its beginning, cut
+    assert report.used_tokens <= budget
