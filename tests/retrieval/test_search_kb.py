@@ -146,12 +146,20 @@ def _chunk(chunk_id: int, text: str, score: float) -> ChunkHit:
                     position=chunk_id, language="en", text=text, token_count=token_estimate(text), fused_score=score)
 
 
+INTRO = " ".join(f"intro{i}" for i in range(120))
+ROW = "Business plan | 25 seats | 40 GB storage | 49 EUR per month"
+OTHER = " ".join(f"other{i}" for i in range(120))
+
+
+def _plans_page(*, intro_score: float, other_score: float) -> Article:
+    """A page whose best chunk (a table row) comes after two long ones."""
+    chunks = [_chunk(1, INTRO, intro_score), _chunk(2, OTHER, other_score), _chunk(3, ROW, 0.9)]
+    return Article(document_id=7, source="/kb/7.md", title="Plans", best=chunks[2], chunks=chunks)
+
+
 def test_a_trimmed_article_keeps_its_best_chunk_even_when_it_comes_later_in_the_document():
-    intro = " ".join(f"intro{i}" for i in range(120))
-    row = "Business plan | 25 seats | 40 GB storage | 49 EUR per month"
-    other = " ".join(f"other{i}" for i in range(120))
-    chunks = [_chunk(1, intro, 0.2), _chunk(2, other, 0.1), _chunk(3, row, 0.9)]
-    article = Article(document_id=7, source="/kb/7.md", title="Plans", best=chunks[2], chunks=chunks)
+    intro, row = INTRO, ROW
+    article = _plans_page(intro_score=0.2, other_score=0.1)
     budget = token_estimate(row) + token_estimate(intro) + 4  # room for the best chunk and one more, not all three
     [fitted], report = context_fit_budget([article], budget_tokens=budget)
     # The prefix would have kept the intro and lost the table row the question matched.
@@ -169,11 +177,8 @@ def test_a_best_chunk_too_long_for_the_share_is_cut_at_a_word_boundary():
 
 
 def test_the_budget_left_after_whole_chunks_goes_to_the_beginning_of_the_next_best_chunk():
-    intro = " ".join(f"intro{i}" for i in range(120))
-    row = "Business plan | 25 seats | 40 GB storage | 49 EUR per month"
-    other = " ".join(f"other{i}" for i in range(120))
-    chunks = [_chunk(1, intro, 0.1), _chunk(2, other, 0.2), _chunk(3, row, 0.9)]
-    article = Article(document_id=7, source="/kb/7.md", title="Plans", best=chunks[2], chunks=chunks)
+    row, other = ROW, OTHER
+    article = _plans_page(intro_score=0.1, other_score=0.2)
     budget = token_estimate(row) + token_estimate(other) + 60  # the row and the other chunk whole, not the intro
     [fitted], report = context_fit_budget([article], budget_tokens=budget)
     assert row in fitted.text and other in fitted.text
