@@ -26,7 +26,7 @@ from retrieval.chunking import ChunkDraft, chunks_from_sections
 from retrieval.embedders import Embedder, embedder_get
 from retrieval.language import language_detect, ts_config_for
 from retrieval.models import Chunk, Document
-from retrieval.parsing import DocumentParseError, ParsedDocument, document_format, document_parse
+from retrieval.parsing import PARSING_VERSION, DocumentParseError, ParsedDocument, document_format, document_parse
 from retrieval.schemas import IngestOutcome, IngestReport
 
 logger = logging.getLogger(__name__)
@@ -34,7 +34,8 @@ logger = logging.getLogger(__name__)
 
 
 def content_hash(content: bytes) -> str:
-    return hashlib.sha256(content).hexdigest()
+    """The file's bytes as this version parses them: a new ``PARSING_VERSION`` makes every file "changed"."""
+    return hashlib.sha256(f"parsing {PARSING_VERSION}\n".encode() + content).hexdigest()
 
 
 def kb_files_expand(paths: Iterable[str]) -> list[Path]:

@@ -12,6 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 
+# Part of every document's content hash (``retrieval.ingestion.content_hash``): change it when parsing
+# or chunking changes what a document's chunks hold, and every document is parsed and embedded again on
+# its next ingestion instead of being skipped as unchanged.
+PARSING_VERSION = "2"  # 2: a table's data rows name their columns
+
 SUPPORTED_EXTENSIONS: dict[str, str] = {
     ".md": "markdown", ".markdown": "markdown",
     ".html": "html", ".htm": "html",
@@ -105,7 +110,7 @@ _LINK = re.compile(r"\[([^\]]+)\]\((?:[^()]|\([^)]*\))*\)|\[([^\]]+)\]\[[^\]]*\]
 _LINK_DEFINITION = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*\S+.*$")
 _AUTOLINK = re.compile(r"<((?:https?|mailto):[^>\s]+)>")
 _ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|<>~])")
-_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
+_TABLE_RULE = re.compile(r"^\s*(?=.*(?:\||---))\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")  # "|---|:-:|" or "---"
 
 
 def markdown_clean(line: str) -> str:
@@ -136,14 +141,16 @@ def _parse_markdown(text: str) -> ParsedDocument:
             sections.append(Section(heading_path=[h for _, h in path], text=body))
         lines.clear()
 
-    for line in text.splitlines():
+    raw = text.splitlines()
+    rows = _markdown_rows_labelled(raw)
+    for index, line in enumerate(raw):
         fence = _FENCE.match(line)
         if fence:
             in_fence = not in_fence
         match = None if in_fence else _ATX_HEADING.match(line)
         if match is None:
             # Code keeps every character; prose loses link targets, image markup and escapes.
-            lines.append(line if in_fence or fence else markdown_clean(line))
+            lines.append(line if in_fence or fence else markdown_clean(rows.get(index, line)))
             continue
         flush()
         level, heading = len(match.group(1)), markdown_clean(match.group(2).strip())
@@ -153,6 +160,31 @@ def _parse_markdown(text: str) -> ParsedDocument:
         path = [(lvl, h) for lvl, h in path if lvl < level] + [(level, heading)]
     flush()
     return ParsedDocument(title=title or first_heading, sections=sections)
+
+
+def _markdown_cells(line: str) -> list[str] | None:
+    """A Markdown table line's cells, or None when the line is not a table row."""
+    stripped = line.strip()
+    if "|" not in stripped or _FENCE.match(line):
+        return None
+    cells = re.split(r"(?<!\\)\|", stripped.strip("|"))
+    return [" ".join(cell.split()) for cell in cells]
+
+
+def _markdown_rows_labelled(raw: list[str]) -> dict[int, str]:
+    """The data rows of every Markdown table with a header row (the line above its rule line), by line
+    index, labelled with their column names (:func:`row_labelled`)."""
+    out: dict[int, str] = {}
+    for index in range(1, len(raw)):
+        header = _markdown_cells(raw[index - 1]) if _TABLE_RULE.match(raw[index]) else None
+        if not header:
+            continue
+        for row_index in range(index + 1, len(raw)):
+            cells = _markdown_cells(raw[row_index])
+            if cells is None or not raw[row_index].strip():
+                break
+            out[row_index] = row_labelled(header, cells)
+    return out
 
 
 # A table row is one block, its cells joined by " | ": a value stays on the line of the item it belongs
@@ -218,9 +250,31 @@ def _block_text(element: Any) -> str:
 
 
 def _row_text(row: Any) -> str:
-    """A table row as one line: its cells' texts joined by " | " (empty cells kept, so columns line up)."""
+    """A table row as one line: its cells' texts joined by " | " (empty cells kept, so columns line up),
+    each labelled with its column's header when the table has a header row (:func:`row_labelled`)."""
     cells = row.find_all(["td", "th"], recursive=False)
-    return " | ".join(" ".join(cell.get_text(" ", strip=True).split()) for cell in cells).strip(" |")
+    texts = [" ".join(cell.get_text(" ", strip=True).split()) for cell in cells]
+    table = row.find_parent("table")
+    first = table.find("tr") if table is not None else None
+    if first is not None and first is not row and all(cell.name == "td" for cell in cells[1:]):
+        header = first.find_all(["td", "th"], recursive=False)
+        if header and all(cell.name == "th" for cell in header):
+            return row_labelled([" ".join(cell.get_text(" ", strip=True).split()) for cell in header], texts)
+    return " | ".join(texts).strip(" |")
+
+
+def row_labelled(header: list[str], cells: list[str]) -> str:
+    """A table's data row as one self-describing line: ``Plan: Business | Seats: 25 | Price: 49 EUR``.
+
+    A value keeps the name of what it is on its own line, so neither a reader nor a small model has to
+    count columns up to a header rows away (the "right row, wrong column" error), and grounding finds
+    the value beside the word it answers. Rows that do not line up with the header (merged cells) and
+    cells without a header name stay as they are.
+    """
+    if len(header) != len(cells):
+        return " | ".join(cells).strip(" |")
+    return " | ".join(f"{name}: {cell}" if name and cell else cell for name, cell in zip(header, cells, strict=True)
+                      ).strip(" |")
 
 
 def _parse_text(text: str) -> ParsedDocument:

@@ -112,6 +112,16 @@ def test_unchanged_files_are_skipped_changed_ones_replaced(stub_embedder, write_
     assert Chunk.objects.filter(document__source__endswith="returns.txt", id__in=old_ids).exists()
 
 
+def test_a_new_parsing_version_parses_unchanged_files_again(stub_embedder, write_files, monkeypatch):
+    folder = write_files({"plans.md": "# Plans\n\n| Plan | Seats |\n|---|---|\n| Business | 25 |\n"})
+    kb_ingest_paths(paths=[str(folder)])
+    assert [o.status for o in kb_ingest_paths(paths=[str(folder)]).outcomes] == ["unchanged"]
+    monkeypatch.setattr("retrieval.ingestion.PARSING_VERSION", "next")
+    assert [o.status for o in kb_ingest_paths(paths=[str(folder)]).outcomes] == ["updated"]
+    assert [o.status for o in kb_ingest_paths(paths=[str(folder)]).outcomes] == ["unchanged"]
+    assert "Plan: Business | Seats: 25" in _chunks("plans.md")[0].text
+
+
 def test_switching_embedder_reingests_unchanged_files(stub_embedder, write_files, settings):
     root = write_files({"billing.md": MARKDOWN})
     kb_ingest_paths(paths=[str(root)])
@@ -217,16 +227,39 @@ def test_markdown_chunks_keep_link_text_and_lose_targets_images_and_escapes(stub
     assert "keep [raw](code) \\- here" in text  # code is kept as written
 
 
+def _ingested_lines(write_files, name: str, page: str) -> list[str]:
+    kb_ingest_paths(paths=[str(write_files({name: page}))])
+    return " ".join(c.text for c in _chunks(name)).splitlines()
+
+
 def test_an_html_table_row_stays_one_line_so_a_value_keeps_its_item(stub_embedder, write_files):
     """Cells as separate paragraphs let a reader take the value of the next row (the limits-table failure)."""
     page = ("<html><body><h1>Limits</h1><table><tr><th>Item</th><th>Upper Limit</th><th>Comment</th></tr>"
             "<tr><td>columns per table</td><td>1,600</td><td>further limited\n  by tuple size</td></tr>"
             "<tr><td>columns in a result set</td><td>1,664</td><td></td></tr></table></body></html>")
-    kb_ingest_paths(paths=[str(write_files({"limits.html": page}))])
-    lines = " ".join(c.text for c in _chunks("limits.html")).splitlines()
+    lines = _ingested_lines(write_files, "limits.html", page)
     assert "Item | Upper Limit | Comment" in lines
-    assert "columns per table | 1,600 | further limited by tuple size" in lines
-    assert "columns in a result set | 1,664" in lines
+    # Each data row names its columns: the value stands beside what it is.
+    assert "Item: columns per table | Upper Limit: 1,600 | Comment: further limited by tuple size" in lines
+    assert "Item: columns in a result set | Upper Limit: 1,664" in lines
+
+
+def test_a_table_row_without_a_header_or_with_merged_cells_is_not_labelled(stub_embedder, write_files):
+    page = ("<html><body><h1>Plans</h1><table><tr><td>Basic</td><td>5 seats</td></tr></table>"
+            "<table><tr><th>Plan</th><th>Seats</th><th>Price</th></tr>"
+            "<tr><td colspan='2'>Enterprise: ask us</td><td>custom</td></tr></table></body></html>")
+    lines = _ingested_lines(write_files, "plans.html", page)
+    assert "Basic | 5 seats" in lines and "Enterprise: ask us | custom" in lines
+
+
+def test_a_markdown_table_row_names_its_columns_and_code_is_left_alone(stub_embedder, write_files):
+    page = ("# Plans\n\n| Plan | Seats | Price |\n|---|:--:|---|\n| Business | 25 | 49 EUR |\n"
+            "| [Team](https://example.test/team) | 5 | 12 EUR |\n\nAfter the table.\n\n"
+            "```\n| a | b |\n|---|---|\n| 1 | 2 |\n```\n")
+    lines = _ingested_lines(write_files, "plans.md", page)
+    assert "Plan: Business | Seats: 25 | Price: 49 EUR" in lines
+    assert "Plan: Team | Seats: 5 | Price: 12 EUR" in lines  # link target dropped as in prose
+    assert "After the table." in lines and "| 1 | 2 |" in lines  # prose and code unchanged
 
 
 def test_an_html_definition_starts_with_its_term(stub_embedder, write_files):

@@ -172,7 +172,7 @@ def test_a_line_that_answers_the_question_is_quoted_instead_of_an_unsupported_pa
                 Reply(content="The file size limit is 500 MB [1]. Larger files are split automatically [1]."))
     answer = _event(turn, "answer")
     assert answer["quoted"] is True and answer["text"].startswith("From \u201cPlan limits\u201d:")
-    assert "file size | 50 MB" in answer["text"] and "500" not in answer["text"]
+    assert "Item: file size | Limit: 50 MB" in answer["text"] and "500" not in answer["text"]  # the row names its columns
     assert [s["title"] for s in answer["sources"]] == ["Plan limits"]
     assert PlanRecord.objects.get(turn=turn).final_action == "normal"
 

@@ -75,3 +75,16 @@ def test_a_setting_and_its_value_must_stand_on_one_definition():
     assert right.sentences[0].status == "supported"
     swapped = _ground("The default autovacuum_vacuum_threshold is 1000 tuples [1].", a1=docs)
     assert swapped.sentences[0].status == "unsupported"
+
+
+def test_in_a_table_row_a_value_needs_its_unit_in_its_own_cell_not_in_another_value_s():
+    plans = "Plan: Business | Seats: 25 | Storage (GB): 40 | Price: 49 EUR\nPlan: Team | Seats: 5 | Storage (GB): 10 | Price: 12 EUR"
+    assert _ground("The Business plan costs 49 EUR a month [1].", a1=plans).sentences[0].status == "supported"
+    # 25 is on the Business row, and so is EUR, but EUR is the price's: the seats' number is not a price.
+    wrong_column = _ground("The Business plan costs 25 EUR a month [1].", a1=plans)
+    assert wrong_column.sentences[0].status == "unsupported" and wrong_column.sentences[0].missing_values == ["25 eur"]
+    # A unit named by the column's header stands in the value's own cell.
+    assert _ground("The Business plan has 40 GB of storage [1].", a1=plans).sentences[0].status == "supported"
+    # The Team row holds "10 GB" and the column names "plan" and "storage", as every row does; only its own
+    # words ("Team") tell it from the Business row, and the sentence has none of them.
+    assert _ground("The Business plan has 10 GB of storage [1].", a1=plans).sentences[0].status == "unsupported"

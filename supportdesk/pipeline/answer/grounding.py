@@ -7,7 +7,9 @@ A sentence is *supported* by an article when
   its term, a paragraph) or one of its sentences, which also holds the words the values answer:
   at least two of the sentence's content terms that the article has at all (one when it has
   only one). A limit read from the neighbouring table row is in the article, but not on a line
-  with the sentence's words or setting name, so it is not supported;
+  with the sentence's words or setting name, so it is not supported. In a table row a number's
+  unit must stand in the number's own cell (or the row's item cell), and one of the words must be
+  the row's own, not a column name every row carries (rows are ingested ``Seats: 25 | Price: 49 EUR``);
 - and, for a sentence without values, at least ``ANSWER_GROUNDING_TERMS_MIN`` of its content
   terms (``retrieval.terms``) are in the article.
 
@@ -35,6 +37,7 @@ LIST_MARK = re.compile(r"^\s*(?:[-*•]|\d{1,2}[.)])\s+")
 NUMBER = re.compile(r"(?<![\w.])[-+]?\d[\d,.\u00a0\u202f ]*\d(?![\w])|(?<![\w.])\d(?![\w])")
 UNIT = re.compile(r"\s*(%|[a-zA-Zа-яА-ЯёЁ]{1,12})")
 CODE = re.compile(r"`([^`]{1,80})`")
+DIGIT = re.compile(r"\d")
 IDENTIFIER = re.compile(r"(?<![\w-])(--?[a-z][\w-]+|[A-Za-z]+(?:[_-][A-Za-z0-9]+)+|[A-Z]{2,}[A-Z0-9]*|[a-z]+[A-Z]\w*)(?![\w-])")
 UNIT_WORDS = frozenset("""
 b kb mb gb tb pb byte bytes kib mib gib tib ms s sec secs second seconds min mins minute minutes h hour hours
@@ -112,9 +115,9 @@ def _needles(value: str, *, same_language: bool) -> list[re.Pattern[str]]:
 class _Article:
     def __init__(self, text: str, language: str) -> None:
         self.language = language_detect(text, default=language)
-        self.units = [(value_norm(unit), term_stems(unit)) for unit in _units(text)]
+        self.units = [(value_norm(unit), term_stems(unit), _row_own_stems(unit)) for unit in _units(text)]
         self.flat = value_norm(text)
-        self.stems = set().union(*(stems for _, stems in self.units)) if self.units else set()
+        self.stems = set().union(*(stems for _, stems, _ in self.units)) if self.units else set()
 
     def holds(self, values: list[str], stems: set[str], *, same_language: bool) -> bool:
         """All the values stand together on one line or sentence with the words they answer (at least two of
@@ -122,11 +125,30 @@ class _Article:
         cannot be compared, each anywhere in the article."""
         if not same_language:
             return all(n.search(self.flat) for v in values for n in _needles(v, same_language=False))
-        needles = [n for v in values for n in _needles(v, same_language=True)]
+        needles = [_needles(v, same_language=True) for v in values]
         wanted = stems & self.stems
         need = min(2, len(wanted))
-        return any(all(n.search(flat) for n in needles) and len(unit_stems & wanted) >= need
-                   for flat, unit_stems in self.units)
+        return any(all(_value_on(flat, value) for value in needles) and len(unit_stems & wanted) >= need
+                   and (not wanted or own & wanted) for flat, unit_stems, own in self.units)
+
+
+def _row_own_stems(line: str) -> set[str]:
+    """A line's words less the column names a table row carries in every row ("Seats: 25" → none): what
+    tells this row from its neighbours. Other lines: all their words."""
+    if "|" not in line:
+        return term_stems(line)
+    return term_stems(" ".join(cell.split(": ", 1)[-1] for cell in line.split("|")))
+
+
+def _value_on(flat: str, needles: list[re.Pattern[str]]) -> bool:
+    """A value on one normalized line. In a table row ("a | b | c") a number's unit must be in the number's
+    own cell or in a cell without numbers (the row's item, "columns per table"): "25 EUR" is not in
+    "Seats: 25 | Price: 49 EUR", where EUR belongs to 49."""
+    number, *unit = needles
+    cells = flat.split("|")
+    return any(number.search(cell) and all(u.search(cell) or any(u.search(c) and not DIGIT.search(c) for c in cells)
+                                            for u in unit)
+               for cell in cells)
 
 
 def _sentences(text: str) -> list[tuple[str, list[int]]]:
