@@ -41,8 +41,6 @@ from supportdesk.models import Message, Turn, TurnEvent
 from tests.conftest import ROOT, content_seeded, until
 from tests.llm_stub import ScriptedLLM
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
 CUSTOMERS, FIRST_WAVE = 32, 20  # every other customer on each host's web server
 WEB_PORT = 8000  # the same on both hosts: each has ports of its own
 ANSWER = " ".join(f"word{i}" for i in range(24))  # streamed 0.15 s a word: ~4 s per answer
@@ -198,6 +196,7 @@ def _log_tails(groups: list[ProcessGroup]) -> str:
     return "\n".join(tails)
 
 
+@pytest.mark.django_db(transaction=True)
 def test_a_host_killed_mid_burst_leaves_every_turn_done_exactly_once_on_the_other(network, django_db_blocker,
                                                                                     tmp_path: Path) -> None:
     content_seeded(django_db_blocker, exemplar_vectors=False)  # the copy leaves the exemplars out anyway
@@ -295,3 +294,18 @@ def test_a_host_killed_mid_burst_leaves_every_turn_done_exactly_once_on_the_othe
             group.stop_all(timeout=5)
         services_group.stop_all()
         llm.stop()
+
+
+@pytest.mark.parametrize(("euid", "missing", "reason"), [
+    (1000, None, "making network namespaces needs root"),
+    (0, "unshare", "the `unshare` command is missing"),
+])
+def test_where_namespaces_cannot_be_made_the_reason_is_given(monkeypatch, euid, missing, reason) -> None:
+    """The two-host test is skipped only with a reason (``-ra`` prints it), never silently."""
+    monkeypatch.setattr(os, "geteuid", lambda: euid)
+    real_which = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda tool: None if tool == missing else real_which(tool))
+    net = Network()
+    with pytest.raises(NamespacesUnavailable, match=reason):
+        net.create()
+    assert net.made == []  # nothing made, nothing to take down
