@@ -37,7 +37,7 @@ from devstack.outage import (Customers, Follower, conversation_open, http, servi
 from devstack.processes import ProcessGroup
 from devstack.workers import worker_env
 from guard.models import GuardExemplar
-from supportdesk.models import Message, Turn, TurnEvent
+from supportdesk.models import Conversation, Message, Turn, TurnEvent
 from tests.conftest import ROOT, content_seeded, until
 from tests.llm_stub import ScriptedLLM
 
@@ -282,10 +282,14 @@ def test_a_host_killed_mid_burst_leaves_every_turn_done_exactly_once_on_the_othe
         turns = _turns(services.database_url, turn_ids)
         assert {turn_id: row[:4] for turn_id, row in turns.items()} == {
             turn_id: ("done", ANSWER, 1, 1) for turn_id in turn_ids}
+        ours = f"SELECT id FROM {Conversation._meta.db_table} WHERE public_id::text = ANY(%s)"
+        conversations = [f.conversation[0] for f in followers]
         messages = sql(services.database_url, f"SELECT text, count(*) FROM {Message._meta.db_table} "
-                                              f"WHERE role = 'user' GROUP BY text")
+                                              f"WHERE role = 'user' AND conversation_id IN ({ours}) GROUP BY text",
+                       conversations)
         assert sorted(messages) == sorted((f.message, 1) for f in followers)
-        assert sql(services.database_url, f"SELECT count(*) FROM {Turn._meta.db_table}") == [(CUSTOMERS,)]
+        assert sql(services.database_url, f"SELECT count(*) FROM {Turn._meta.db_table} WHERE conversation_id IN ({ours})",
+                   conversations) == [(CUSTOMERS,)]
         # The turns A's worker held when it died were sent again and finished by B's worker (the only one left).
         assert all(turns[turn_id][4] >= 1 for turn_id in a_held), {t: turns[t] for t in a_held}
         assert a.pids() == [] and all(child.proc.poll() is None for child in groups["b"].children)
