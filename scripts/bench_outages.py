@@ -77,7 +77,7 @@ async def handshake_cycle(stack: OutageStack, conversation: tuple[str, str]) -> 
 def one_kill(stack: OutageStack, service: str, options: argparse.Namespace, answer: str) -> None:
     posted = [stack.posted(f"How do I reset my password? ({service} {n})") for n in range(options.clients)]
     followers = [Follower(conversation) for conversation, _ in posted]
-    customers = Customers(stack, followers, timeout=options.give_up)
+    customers = Customers([stack.base], followers, timeout=options.give_up)
     deadline = time.monotonic() + 120
     while not all(f.streaming for f in followers):
         if time.monotonic() > deadline:

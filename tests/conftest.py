@@ -71,6 +71,12 @@ def _test_database_released(django_db_setup: None, django_db_blocker: Any) -> It
 def seeded_content(django_db_blocker: Any) -> None:
     """The content the migrations seed (templates, planning prompt, UI strings, guard rules),
     put back if an earlier transactional test's flush removed it."""
+    content_seeded(django_db_blocker)
+
+
+def content_seeded(django_db_blocker: Any, *, exemplar_vectors: bool = True) -> None:
+    """``seeded_content``'s work; without ``exemplar_vectors`` the guard's exemplars are stored unembedded
+    (for a test whose stack leaves them out)."""
     from importlib import import_module
 
     from django.apps import apps
@@ -84,7 +90,8 @@ def seeded_content(django_db_blocker: Any) -> None:
         import_module("guard.migrations.0002_seed_rules").seed(apps, None)
         import_module("guard.migrations.0004_seed_exemplars").seed(apps, None)
         import_module("guard.migrations.0005_seed_counter_examples").seed(apps, None)
-    exemplar_vectors_stored(django_db_blocker)
+    if exemplar_vectors:
+        exemplar_vectors_stored(django_db_blocker)
 
 
 def exemplar_vectors_stored(django_db_blocker: Any) -> None:

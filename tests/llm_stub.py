@@ -1,4 +1,4 @@
-"""A scripted OpenAI-compatible HTTP server on loopback.
+"""A scripted OpenAI-compatible HTTP server on loopback (or on an address given).
 
 Only the LLM and guard endpoints are stood in for in tests, and through real
 HTTP, so the real ``openai`` client is exercised. The server records every
@@ -69,7 +69,8 @@ class Recorded:
 
 
 class ScriptedLLM:
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self.host = host  # the address it listens on: loopback, or one that other hosts reach
         self._lock = threading.Lock()
         self._replies: deque[Reply] = deque()
         self._routes: dict[str, RouteHandler] = {}
@@ -88,7 +89,7 @@ class ScriptedLLM:
     # --- lifecycle -------------------------------------------------------------------
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        return f"http://{self.host}:{self.port}/v1"
 
     def start(self) -> None:
         stub = self
@@ -96,7 +97,7 @@ class ScriptedLLM:
         class Handler(_Handler):
             owner = stub
 
-        server = _QuietServer(("127.0.0.1", self.port), Handler)
+        server = _QuietServer((self.host, self.port), Handler)
         server.daemon_threads = True
         self.port = server.server_address[1]
         self._server = server

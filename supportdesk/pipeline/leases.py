@@ -23,6 +23,7 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import connection
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from supportdesk.models import Turn
@@ -108,7 +109,7 @@ def leases_renew() -> int:
 
 def turn_recovery_due(*, turn_id: int) -> None:
     """Mark a turn for the next sweep (its stage could not be sent: the broker is away)."""
-    Turn.objects.filter(pk=turn_id, status__in=UNFINISHED).update(lease_owner="", lease_until=timezone.now())
+    Turn.objects.filter(pk=turn_id, status__in=UNFINISHED).update(lease_owner="", lease_until=Now())  # the database's clock
 
 
 def turn_budget_start(turn: Turn) -> datetime:

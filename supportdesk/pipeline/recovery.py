@@ -31,7 +31,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 from django.db.models import F, Q
-from django.utils import timezone
+from django.db.models.functions import Now
 
 from sgr.strings import ui_string
 from supportdesk.events import turn_event_emit
@@ -49,12 +49,14 @@ SWEEP_BATCH = 200
 def turns_recover() -> list[int]:
     """One sweep: send again the current stage of every stranded turn, or fail it when it has had
     its chances. Returns the ids handled (none when another process is sweeping)."""
-    now = timezone.now()
     handled: list[int] = []
     with transaction.atomic():
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [SWEEP_LOCK])
-            if not cursor.fetchone()[0]:
+            # The database's clock, the one that wrote the leases (``now() + lease``): a sweeper on a host
+            # whose clock runs ahead would otherwise take live leases for lapsed ones.
+            cursor.execute("SELECT pg_try_advisory_xact_lock(%s), now()", [SWEEP_LOCK])
+            locked, now = cursor.fetchone()
+            if not locked:
                 return handled
         stranded = (
             Turn.objects.select_for_update(skip_locked=True, of=("self",))
@@ -93,7 +95,7 @@ def _give_up(turn: Turn) -> None:
 def _recovering(turn: Turn) -> None:
     """Count the recovery and tell the customer the answer is still coming (no frozen half-answer)."""
     Turn.objects.filter(pk=turn.pk).update(
-        lease_owner="", lease_until=None, recoveries=F("recoveries") + 1, updated_at=timezone.now(),
+        lease_owner="", lease_until=None, recoveries=F("recoveries") + 1, updated_at=Now(),
     )
     logger.info("turn recovery: sent turn %s's %s stage again", turn.pk, _STAGE_OF[turn.status])
     if turn.status == Turn.Status.ANSWERING and TurnEvent.objects.filter(turn=turn, type=TurnEvent.Type.TOKEN).exists():

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from retrieval.ingestion import document_ingest_file, kb_ingest_paths
+from retrieval.ingestion import document_ingest, document_ingest_file, kb_ingest_paths
 from retrieval.models import Chunk, Document
 from tests.retrieval.conftest import make_pdf
 
@@ -141,6 +141,25 @@ def test_prune_removes_documents_whose_file_is_gone(stub_embedder, write_files):
     assert "pruned 1" in out.getvalue() and "unchanged 1" in out.getvalue()
     assert [d.title for d in Document.objects.all()] == ["Keep"]
     assert not Chunk.objects.filter(document__title="Gone").exists()
+
+
+def test_prune_judges_only_the_folders_it_was_given(stub_embedder, write_files, tmp_path):
+    """A document ingested from another folder, or on another host (its path is that host's, missing
+    here), is not deleted by a prune of this folder."""
+    root = write_files({"gone.md": "# Gone\n\nWill be deleted."})
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "other.md").write_text("# Other folder\n\nStays.")
+    kb_ingest_paths(paths=[str(root), str(elsewhere)])
+    (elsewhere / "other.md").unlink()  # gone too, but not under the folder pruned below
+    document_ingest(source="/srv/another-host/kb/faq.md", filename="faq.md", content=b"# Another host\n\nStays.")
+    (root / "gone.md").unlink()
+    report = kb_ingest_paths(paths=[str(root)], prune=True)
+    assert [o.status for o in report.outcomes] == ["pruned"]
+    assert sorted(d.title for d in Document.objects.all()) == ["Another host", "Other folder"]
+    report = kb_ingest_paths(paths=[f"{elsewhere}/**/*.md"], prune=True)  # a glob prunes under its folder
+    assert [o.status for o in report.outcomes] == ["pruned"]
+    assert [d.title for d in Document.objects.all()] == ["Another host"]
 
 
 def test_without_prune_missing_files_stay(stub_embedder, write_files):

@@ -37,7 +37,7 @@ def _round(stack: OutageStack, kill: str, llm_answer: str,
            outage: Callable[[tuple[str, str]], None] | None = None) -> list[int]:
     posted = [stack.posted(f"How do I reset my password? ({kill} {n})") for n in range(CUSTOMERS)]
     followers = [Follower(conversation) for conversation, _ in posted]
-    customers = Customers(stack, followers)
+    customers = Customers([stack.base], followers)
     until(lambda: all(f.streaming for f in followers), 60, "every answer to stream")
     if outage is not None:
         stack.supervising.clear()  # held down for a moment: what do customers meet meanwhile?
@@ -97,7 +97,7 @@ def test_customers_get_every_answer_once_through_a_redis_kill_and_a_postgres_kil
         # The next turn after PostgreSQL's return, by the same web server and worker.
         conversation, turn_id = stack.posted("And how do I change my email?")
         follower = Follower(conversation)
-        Customers(stack, [follower]).wait(60)
+        Customers([stack.base], [follower]).wait(60)
         assert follower.done and follower.frames[-1]["payload"]["status"] == "done"
         _done_once(stack, [turn_id], llm.answer_text)
         assert sorted(set(stack.restarts)) == ["postgres", "redis"], stack.restarts  # web and worker rode it out

@@ -96,6 +96,31 @@ def test_the_sweeper_resends_a_lapsed_stage_and_retracts_the_half_answer(no_enqu
     assert busy.recoveries == 0  # its worker is alive
 
 
+def test_a_sweeper_whose_clock_runs_ahead_leaves_live_leases_alone(no_enqueue, sent, settings, monkeypatch):
+    """Workers on other hosts: a lease's end is the database's clock (``now() + lease``), and so is the
+    sweeper's "lapsed", whatever the sweeping host's clock says."""
+    settings.TURN_LEASE_SECONDS = 20
+    turn = _turn(Turn.Status.ANSWERING)
+    assert leases.lease_claim(turn_id=turn.pk, owner=leases.lease_owner_name("answer", "task-1"))
+    real_now = timezone.now
+    monkeypatch.setattr(timezone, "now", lambda: real_now() + timedelta(minutes=10))  # this host's clock is ahead
+    assert recovery.turns_recover() == [] and sent == []
+    monkeypatch.setattr(timezone, "now", real_now)
+    Turn.objects.filter(pk=turn.pk).update(lease_until=_ago(1))  # its worker died: nobody renewed it
+    monkeypatch.setattr(timezone, "now", lambda: real_now() - timedelta(minutes=10))  # ... and one behind
+    assert recovery.turns_recover() == [turn.pk]
+
+
+def test_a_message_marked_for_recovery_is_due_by_the_database_clock(no_enqueue, sent, monkeypatch):
+    turn = _turn(Turn.Status.QUEUED)
+    real_now = timezone.now
+    monkeypatch.setattr(timezone, "now", lambda: real_now() + timedelta(minutes=10))  # the web host's clock is ahead
+    leases.turn_recovery_due(turn_id=turn.pk)
+    monkeypatch.setattr(timezone, "now", real_now)
+    time.sleep(0.01)
+    assert recovery.turns_recover() == [turn.pk]
+
+
 def test_a_turn_no_worker_claimed_is_resent_after_the_grace_period_only(no_enqueue, sent, settings):
     settings.TURN_QUEUE_GRACE_SECONDS = 60
     waiting = _turn(Turn.Status.QUEUED)
