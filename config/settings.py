@@ -285,6 +285,10 @@ GUARD_LOCAL_LLM_UNSURE_HIGH = env.float("GUARD_LOCAL_LLM_UNSURE_HIGH", default=0
 # (continue to planning as Controversial) | pass | block. A judge that fails follows GUARD_FAIL_MODE.
 GUARD_JUDGE = env.str("GUARD_JUDGE", default="local_llm")
 GUARD_JUDGE_DISAGREE = env.str("GUARD_JUDGE_DISAGREE", default="controversial")
+# A judge that grades (local_llm: P(unsafe) from logprobs) confirms a block at or above this score;
+# chosen on the fitting data's flagged texts (docs/guardian.md). A judge that only says a level
+# (qwen3guard, mosec, openai_moderation) is taken at its word.
+GUARD_JUDGE_THRESHOLD = env.float("GUARD_JUDGE_THRESHOLD", default=0.3)
 # Screen the final answer in response mode before the turn is done.
 GUARD_OUTPUT_MODERATION = env.bool("GUARD_OUTPUT_MODERATION", default=False)
 

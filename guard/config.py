@@ -40,6 +40,8 @@ class GuardConfig:
     # clears the message leads to: ``controversial`` (planning sees the doubt), ``pass`` or ``block``.
     judge: str = "off"
     judge_disagree: str = "controversial"
+    # The score at or above which a grading judge confirms the block (``GUARD_JUDGE_THRESHOLD``).
+    judge_threshold: float = 0.5
 
     @property
     def provider_label(self) -> str:
@@ -83,6 +85,9 @@ def guard_config() -> GuardConfig:
         raise ImproperlyConfigured(
             f"GUARD_LOCAL_LLM_UNSURE_LOW ({low}) and GUARD_LOCAL_LLM_UNSURE_HIGH ({high}) must satisfy 0 <= low < high <= 1"
         )
+    judge_threshold = float(settings.GUARD_JUDGE_THRESHOLD)
+    if not 0.0 < judge_threshold <= 1.0:
+        raise ImproperlyConfigured(f"GUARD_JUDGE_THRESHOLD must be above 0 and at most 1, got {judge_threshold}")
     return GuardConfig(
         providers=provider_chain(settings.GUARD_PROVIDER),
         mode=_choice("GUARD_MODE", settings.GUARD_MODE, MODES),
@@ -97,4 +102,5 @@ def guard_config() -> GuardConfig:
         unsure_high=high,
         judge=_choice("GUARD_JUDGE", settings.GUARD_JUDGE, JUDGES),
         judge_disagree=_choice("GUARD_JUDGE_DISAGREE", settings.GUARD_JUDGE_DISAGREE, JUDGE_DISAGREE),
+        judge_threshold=judge_threshold,
     )

@@ -15,6 +15,11 @@ flagged but not blocked). Per group: unsafe and safe texts blocked, texts the ju
 (``GUARD_JUDGE``) was asked about, and decisions it changed (a block the screen
 wanted that did not happen). Below the table: the p95 latency of texts that needed
 no judge and of the judge's own calls.
+
+*Judge only* (``--judge-only``): every text goes straight to the judge (``GUARD_JUDGE``), no
+screen, so prompts and thresholds can be compared side by side on a labelled file of texts the
+screen flags. Per group: the AUROC of its score, latency, failures; then, for each threshold,
+the share of unsafe texts it would confirm and of safe texts it would clear.
 """
 
 from __future__ import annotations
@@ -28,6 +33,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from guard.config import guard_config
+from guard.errors import GuardProviderError
+from guard.providers import provider_get
 from guard.screening import message_screen
 from guard.verdict import Verdict
 
@@ -223,4 +231,67 @@ def metrics_format(rows: list[GroupMetrics], *, provider: str, warm_up_ms: float
         judge = [o.judge_ms for o in outcomes if o.judge_ms is not None]
         lines.append(f"latency p95: texts without a second opinion {percentile(unjudged, 95):.1f} ms "
                      f"({len(unjudged)}); the judge's call {percentile(judge, 95):.1f} ms ({len(judge)})")
+    return "\n".join(lines)
+
+
+class JudgeOutcome(BaseModel):
+    score: float | None  # P(unsafe), or 1/0 from the level of a judge that does not grade; None: failed
+    latency_ms: float
+    error: str = ""
+
+
+def judge_evaluate(samples: list[GuardSample], *, progress: Callable[[int], object] | None = None,
+                   ) -> list[JudgeOutcome]:
+    """Ask the judge (``GUARD_JUDGE``) about every sample directly, one call each, no retries. The first
+    call of a run (it may fill the model server's prompt cache) is a warm-up and not counted."""
+    config = guard_config()
+    if config.judge == "off":
+        raise ValueError("GUARD_JUDGE is off: name the judge to evaluate")
+    judge = provider_get(config.judge)
+
+    def ask(text: str, language: str) -> JudgeOutcome:
+        started = time.perf_counter()
+        try:
+            assessment = judge.assess(text=text, kind="prompt", language=language, prompt="", timeout=config.timeout)
+        except GuardProviderError as exc:
+            return JudgeOutcome(score=None, latency_ms=(time.perf_counter() - started) * 1000,
+                                error=f"{exc.code}: {exc}"[:300])
+        score = assessment.score if assessment.score is not None else float(assessment.level != "Safe")
+        return JudgeOutcome(score=score, latency_ms=round((time.perf_counter() - started) * 1000, 2))
+
+    ask(WARM_UP_TEXT, "en")
+    outcomes: list[JudgeOutcome] = []
+    for sample in samples:
+        outcomes.append(ask(sample.text, sample.language))
+        if progress:
+            progress(1)
+    return outcomes
+
+
+def judge_format(samples: list[GuardSample], outcomes: list[JudgeOutcome], *, judge: str,
+                 thresholds: list[float]) -> str:
+    """The judge-only report: AUROC and latency per group, then what each threshold confirms and clears."""
+    pairs = list(zip(samples, outcomes, strict=True))
+    groups: dict[str, list[tuple[GuardSample, JudgeOutcome]]] = {"all": pairs}
+    for sample, outcome in sorted(pairs, key=lambda p: p[0].language):
+        groups.setdefault(sample.language, []).append((sample, outcome))
+    for sample, outcome in sorted(pairs, key=lambda p: p[0].source):
+        if sample.source:
+            groups.setdefault(f"src:{sample.source}", []).append((sample, outcome))
+    lines = [f"Judge: {judge}   (every text asked directly; thresholds on its score)",
+             f"{'group':<32}{'unsafe':>7}{'safe':>6}{'AUROC':>7}{'p50 ms':>9}{'p95 ms':>9}{'failed':>7}"
+             + "".join(f"{f'kept@{t:g}':>11}{f'clear@{t:g}':>11}" for t in thresholds)]
+    for name, members in groups.items():
+        unsafe = [o.score for s, o in members if s.expected == "unsafe" and o.score is not None]
+        safe = [o.score for s, o in members if s.expected == "safe" and o.score is not None]
+        latencies = [o.latency_ms for _, o in members if o.score is not None]
+        score = auroc(unsafe, safe)
+        cells = "".join(
+            f"{_cell(sum(u >= t for u in unsafe) / len(unsafe) if unsafe else None):>11}"
+            f"{_cell(sum(v < t for v in safe) / len(safe) if safe else None):>11}" for t in thresholds)
+        lines.append(f"{name[:31]:<32}{len(unsafe):>7}{len(safe):>6}{_cell(score, percent=False):>7}"
+                     f"{percentile(latencies, 50):>9.1f}{percentile(latencies, 95):>9.1f}"
+                     f"{sum(o.score is None for _, o in members):>7}{cells}")
+    lines += ["", "kept@t: unsafe texts the judge would confirm at threshold t (score >= t); clear@t: safe "
+              "texts it would clear (score < t); failed: no answer (not counted in the rates)"]
     return "\n".join(lines)

@@ -9,7 +9,9 @@ way (code ``misconfigured``), so the record says so.
 
 No block on thin evidence (issue 30): when the chain would block and ``GUARD_JUDGE``
 names a judge, the judge is asked for a second opinion first (only such texts pay for
-the call). It confirms (blocked), clears (``GUARD_JUDGE_DISAGREE`` decides: by default
+the call). A judge that grades (``local_llm``'s P(unsafe)) confirms when its score reaches
+``GUARD_JUDGE_THRESHOLD``, one that only names a level when that level is not Safe. It confirms
+(blocked), clears (``GUARD_JUDGE_DISAGREE`` decides: by default
 the text goes on to planning as Controversial) or fails (``GUARD_FAIL_MODE`` decides:
 closed stops the turn as unavailable; open lets it through as Controversial). Both
 opinions are recorded in ``Verdict.second_opinion``. Invalid guardian settings
@@ -107,13 +109,14 @@ def _second_opinion_apply(
     screen_categories = _union([s.categories for s in screen])
     level: Level = verdict.level
     categories = verdict.categories
+    judge_level = _judge_level(judge, config)
     status: Status
     if judge.error:
         outcome, applied = "failed", config.fail_mode
         status = "failed_closed" if config.fail_mode == "closed" else "failed_open"
         if status == "failed_open":
             level = "Controversial"  # an unconfirmed flag: planning sees the doubt, DT-001 does not block
-    elif judge.level != "Safe":
+    elif judge_level != "Safe":
         outcome, applied, status = "confirmed", "", "blocked"
     else:
         outcome, applied = "cleared", config.judge_disagree
@@ -129,10 +132,21 @@ def _second_opinion_apply(
         "level": level, "categories": categories, "status": status,
         "second_opinion": SecondOpinion(
             judge=judge.provider, screen_level=screen_level, screen_categories=screen_categories,
-            judge_level=None if judge.error else judge.level, judge_score=judge.score,
+            judge_level=judge_level, judge_score=judge.score,
             outcome=outcome, applied=applied,
         ),
     })
+
+
+def _judge_level(judge: ProviderStep, config: GuardConfig) -> Level | None:
+    """The judge's opinion: its score against ``GUARD_JUDGE_THRESHOLD`` when it grades, else its level."""
+    if judge.error:
+        return None
+    if judge.score is None:
+        return judge.level
+    if judge.score < config.judge_threshold:
+        return "Safe"
+    return judge.level if judge.level != "Safe" else "Unsafe"
 
 
 def _unsure(config: GuardConfig, step: ProviderStep) -> bool:

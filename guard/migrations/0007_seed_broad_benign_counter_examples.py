@@ -19,25 +19,36 @@ DATA = Path(__file__).resolve().parent / "data" / "0007_exemplars.json"
 NOTE = "fourth set: "
 
 
-def _rows():
-    for group in json.loads(DATA.read_text(encoding="utf-8"))["groups"]:
+def _rows(data=DATA, note=NOTE):
+    for group in json.loads(data.read_text(encoding="utf-8"))["groups"]:
         for text in group["texts"]:
-            yield text, group["level"], group["category"], group["language"], NOTE + group["source"]
+            yield text, group["level"], group["category"], group["language"], note + group["source"]
 
 
-def seed(apps, schema_editor):
+def seed_groups(apps, data, note):
+    """Seed the groups of ``data`` (``{"groups": [{"source", "level", "category", "language", "texts"}]}``),
+    each row's note ``note + source``; rows staff already have (same text and language) are left alone.
+    Migration 0008 seeds its own file with it."""
     GuardExemplar = apps.get_model("guard", "GuardExemplar")
     existing = set(GuardExemplar.objects.values_list("text", "language"))
     GuardExemplar.objects.bulk_create([
-        GuardExemplar(text=text, level=level, category=category, language=language, note=note)
-        for text, level, category, language, note in _rows() if (text, language) not in existing
+        GuardExemplar(text=text, level=level, category=category, language=language, note=row_note)
+        for text, level, category, language, row_note in _rows(data, note) if (text, language) not in existing
     ])
 
 
-def unseed(apps, schema_editor):
+def unseed_groups(apps, data, note):
     GuardExemplar = apps.get_model("guard", "GuardExemplar")
-    for text, _level, _category, language, note in _rows():
-        GuardExemplar.objects.filter(text=text, language=language, note=note).delete()
+    for text, _level, _category, language, row_note in _rows(data, note):
+        GuardExemplar.objects.filter(text=text, language=language, note=row_note).delete()
+
+
+def seed(apps, schema_editor):
+    seed_groups(apps, DATA, NOTE)
+
+
+def unseed(apps, schema_editor):
+    unseed_groups(apps, DATA, NOTE)
 
 
 class Migration(migrations.Migration):

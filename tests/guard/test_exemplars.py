@@ -82,6 +82,18 @@ def test_the_third_set_seeds_off_topic_counter_examples_in_both_languages():
 
 
 @pytest.mark.django_db
+def test_the_fifth_set_fills_the_russian_gaps_and_keeps_the_languages_balanced():
+    fifth = GuardExemplar.objects.filter(note__startswith="fifth set: ")  # migration 0008
+    by = Counter(fifth.values_list("language", "level", "category"))
+    for category in ("self_harm", "non_violent_illegal", "pii", "jailbreak"):
+        assert by[("ru", "Unsafe", category)] >= 12
+        assert by[("ru", "Unsafe", category)] == by[("en", "Unsafe", category)]
+    assert by[("ru", "Allowed", "")] >= 60 and by[("ru", "Allowed", "")] == by[("en", "Allowed", "")]
+    sources = set(fifth.values_list("note", flat=True))
+    assert "fifth set: support_services" in sources and "fifth set: harmful_pii" in sources
+
+
+@pytest.mark.django_db
 def test_harmless_off_topic_messages_and_adverts_are_not_a_safety_matter(exemplars):
     # Off-topic is the planner's "block" (DT-002), not the guardian's: before migration 0006 the
     # nearest exemplars of such texts were harmful ones ("a recipe" next to "a recipe for fentanyl").

@@ -41,6 +41,19 @@ def test_the_probability_of_unsafe_in_the_logprobs_scores_the_message(local):
     assert request["messages"][-1] == {"role": "user", "content": "how do I get into my neighbour's flat"}
 
 
+def test_the_prompt_is_the_policy_then_worked_examples_of_both_kinds_then_the_message(local):
+    local.push(Reply(content="safe", logprobs=logprobs_first_token({"unsafe": 0.1, "safe": 0.9})))
+
+    message_screen(text=SUPPORT_QUESTION, language="en")
+
+    messages = _chat(local)[0]["messages"]
+    assert messages[0]["role"] == "system" and "safe or unsafe" in messages[0]["content"]
+    examples = messages[1:-1]
+    assert examples and [m["role"] for m in examples] == ["user", "assistant"] * (len(examples) // 2)
+    assert {m["content"] for m in examples if m["role"] == "assistant"} == {"safe", "unsafe"}
+    assert messages[-1] == {"role": "user", "content": SUPPORT_QUESTION}
+
+
 def test_a_low_probability_of_unsafe_passes_even_when_the_sampled_word_is_unsafe(local):
     local.push(Reply(content="unsafe", logprobs=logprobs_first_token({"unsafe": 0.3, "safe": 0.7})))
     verdict = message_screen(text=SUPPORT_QUESTION, language="en")

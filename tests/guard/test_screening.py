@@ -87,6 +87,8 @@ def test_a_broken_rule_stored_behind_the_admin_s_back_fails_closed_instead_of_pa
     ("GUARD_LOCAL_LLM_UNSURE_HIGH", 1.5),
     ("GUARD_JUDGE", "rules"),  # the fast screen cannot be its own second opinion
     ("GUARD_JUDGE_DISAGREE", "maybe"),
+    ("GUARD_JUDGE_THRESHOLD", 0),
+    ("GUARD_JUDGE_THRESHOLD", 1.2),
 ])
 def test_invalid_settings_are_refused_by_name(guard, settings, name, value):
     settings.GUARD_PROVIDER = "rules"

@@ -31,6 +31,7 @@ def judged(guard, settings):
     settings.GUARD_PROVIDER = "rules"
     settings.GUARD_JUDGE = "local_llm"
     settings.GUARD_JUDGE_DISAGREE = "controversial"
+    settings.GUARD_JUDGE_THRESHOLD = 0.5
     settings.GUARD_LOCAL_LLM_BASE_URL = ""  # the local model (LLM_BASE_URL, the scripted server)
     settings.GUARD_MAX_RETRIES = 0
     rules_replace()
@@ -61,6 +62,23 @@ def test_a_message_both_flag_is_blocked(judged):
     assert (verdict.status, verdict.level) == ("blocked", "Unsafe")
     assert verdict.second_opinion is not None
     assert (verdict.second_opinion.outcome, verdict.second_opinion.judge_level) == ("confirmed", "Unsafe")
+
+
+@pytest.mark.parametrize(("p_unsafe", "outcome", "status"), [(0.9, "cleared", "flagged"), (0.97, "confirmed", "blocked")])
+def test_the_judge_threshold_decides_on_the_judge_s_probability(judged, settings, p_unsafe, outcome, status):
+    # The bundled model says "unsafe" to nearly everything: what separates harmful from harmless
+    # flags is how sure it is, so the judge confirms only at or above GUARD_JUDGE_THRESHOLD.
+    settings.GUARD_JUDGE_THRESHOLD = 0.95
+    _judge_says(judged, p_unsafe)
+
+    verdict = message_screen(text=FLAGGED, language="en")
+
+    opinion = verdict.second_opinion
+    assert opinion is not None
+    assert (verdict.status, opinion.outcome) == (status, outcome)
+    assert opinion.judge_level == ("Safe" if outcome == "cleared" else "Unsafe")
+    assert opinion.judge_score == pytest.approx(p_unsafe, abs=1e-3)
+    assert verdict.steps[-1].level == "Unsafe"  # the provider's own answer (P >= 0.5) is kept as it said
 
 
 def test_a_message_the_screen_passes_costs_no_judge_call(judged):
