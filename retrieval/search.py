@@ -330,6 +330,16 @@ def _hits_load(ids: list[int], vector: str | None) -> dict[int, ChunkHit]:
     }
 
 
+def nearest_similarity(query: str, *, query_vector: np.ndarray | None = None) -> float | None:
+    """The cosine similarity of the chunk nearest to ``query``: the first hit of ``chunk_search_hybrid(query,
+    k=1, mode="vector")`` (the same ANN order and full-precision cosine), in one statement and without
+    loading the hit. ``None`` when no chunk has a vector."""
+    if query_vector is None:
+        query_vector = embedder_get().embed_queries([query])[0]
+    rows = _vector_ranking(vector_literal(query_vector), 1, None)
+    return rows[0][1] if rows else None
+
+
 def chunk_search_hybrid(query: str, k: int = 10, filters: SearchFilters | None = None, *,
                         mode: SearchMode = "hybrid", query_vector: np.ndarray | None = None,
                         language: str | None = None, rerank: bool = True) -> list[ChunkHit]:

@@ -10,7 +10,8 @@ from django.test.utils import CaptureQueriesContext
 from retrieval.ingestion import kb_ingest_paths
 from retrieval.models import Chunk, Document
 from retrieval.schemas import SearchFilters
-from retrieval.search import articles_group, articles_search, chunk_search_hybrid, vector_literal, vector_ranking_sql
+from retrieval.search import (
+    articles_group, articles_search, chunk_search_hybrid, nearest_similarity, vector_literal, vector_ranking_sql)
 
 pytestmark = pytest.mark.django_db
 
@@ -257,3 +258,12 @@ def test_ann_settings_apply_to_the_search_only(stub_embedder, write_files, setti
     with connection.cursor() as cursor:
         cursor.execute("SELECT current_setting('hnsw.ef_search'), current_setting('hnsw.iterative_scan')")
         assert cursor.fetchone() == ("40", "off")
+
+
+def test_nearest_similarity_is_the_first_dense_hits_cosine(local_embedder, write_files):
+    """The planner's relevance signal in one statement: what the dense search ranks first, its cosine."""
+    assert nearest_similarity("refunds") is None  # no chunk yet
+    kb_ingest_paths(paths=[str(write_files({"refunds.md": REFUNDS_EN, "support.md": SUPPORT_RU}))])
+    for question in ("When do I get my refund?", "Когда отвечает поддержка?"):
+        first = chunk_search_hybrid(question, k=1, mode="vector", rerank=False)[0]
+        assert nearest_similarity(question) == pytest.approx(first.vector_score, abs=1e-9)
