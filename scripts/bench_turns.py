@@ -520,12 +520,13 @@ def main() -> int:
               f"{args.llm_chunk_delay} s apart; stage workers: {len(specs) - 1} x {stages.pool} pool x {stages.concurrency}; "
               f"{os.environ.get('SD_WEB_WORKERS', '2')} uvicorn processes")
         report("1 conversation", burst(base, "seq", 1, stub, answer_text, args.sequential))
-        report(f"{args.concurrent} concurrent x{args.waves}", burst(base, "c", args.concurrent, stub, answer_text, args.waves))
+        if args.concurrent:
+            report(f"{args.concurrent} concurrent x{args.waves}", burst(base, "c", args.concurrent, stub, answer_text, args.waves))
         if args.flood:
             flood = burst(base, "f", args.flood, stub, answer_text)
             report(f"{args.flood} concurrent", flood)
             cpu_bound_report(flood, os.cpu_count() or 1)
-        if args.ingest_chunks:  # last: the ingestion may go on after its burst
+        if args.ingest_chunks and args.concurrent:  # last: the ingestion may go on after its burst
             upload = ingestion_start(args.ingest_chunks)
             during = burst(base, "i", args.concurrent, stub, answer_text, args.waves)
             still = Upload.objects.get(pk=upload.pk).status == Upload.Status.PROCESSING
