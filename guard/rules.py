@@ -1,8 +1,8 @@
 """Matching staff-edited rules (keywords and regular expressions) against a text.
 
 Patterns are compiled once per (kind, pattern) and cached; the rules themselves
-are read from the database on every screening, so a staff edit applies to the
-next message in every worker without any cache invalidation.
+are read once per process and content generation (``guard.selectors.rules_active``,
+``sgr.cache``), so a staff edit applies to the next message in every worker.
 
 Matching uses the ``regex`` module for its time limit: a staff pattern with
 catastrophic backtracking is refused when saved if it is slow on a few probe

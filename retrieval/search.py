@@ -245,6 +245,16 @@ class _Row(NamedTuple):
     ts_config: str
 
 
+# An unfiltered ANN query takes the HNSW index even where the planner would scan the table. With
+# ef_search at 200 it estimates the index dearer than a scan below ~10k chunks, but the scan reads
+# every chunk's vector out of line (TOAST) and costs twice the index's time: 9.6 against 4.9 ms at
+# 2,000 chunks, the same 40 rows (docs/benchmarks.md). The session's own value comes back after the
+# ANN statement (kept in a placeholder setting), so nothing else in the transaction sees the change.
+_INDEX_FORCE = ("SELECT set_config('retrieval.enable_seqscan', current_setting('enable_seqscan'), true), "
+                "set_config('enable_seqscan', 'off', true)")
+_INDEX_RESTORE = "SELECT set_config('enable_seqscan', current_setting('retrieval.enable_seqscan'), true)"
+
+
 def _rankings_fetch(query: str | None, ts_config: str, n: int, filters: SearchFilters | None, *,
                     vector: str | None) -> tuple[list[_Row], list[_Row]]:
     """The ANN ranking (when ``vector`` is given) and the full-text ranking (when ``query`` is), best first.
@@ -257,14 +267,20 @@ def _rankings_fetch(query: str | None, ts_config: str, n: int, filters: SearchFi
     statements: list[str] = []
     params: list[Any] = []
     settings_statements = 0
+    index_forced = False
     if vector is not None:
         statements.append("SELECT set_config('hnsw.ef_search', %s, true)")
         params.append(str(max(settings.RETRIEVAL_HNSW_EF_SEARCH, n)))
         if where:  # filtered: keep scanning the graph until enough rows pass the filter
             statements.append("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
+        else:  # unfiltered: the index, whatever the planner estimates (see _INDEX_FORCE)
+            statements.append(_INDEX_FORCE)
+            index_forced = True
         settings_statements = len(statements)
         statements.append(vector_ranking_sql(dim=vector.count(",") + 1, where=where))
         params += [vector, *filter_params, vector, n]
+        if index_forced:
+            statements.append(_INDEX_RESTORE)
     if query is not None:
         statements.append(text_ranking_sql(where=where, cosine=vector is not None))
         params += _text_ranking_params(query, ts_config, n, filter_params, vector)
@@ -275,6 +291,8 @@ def _rankings_fetch(query: str | None, ts_config: str, n: int, filters: SearchFi
         for _ in range(settings_statements):
             cursor.nextset()
         vector_rows = [_Row(*row) for row in cursor.fetchall()] if vector is not None else []
+        if index_forced:
+            cursor.nextset()
         if query is not None and vector is not None:
             cursor.nextset()
         text_rows = [_Row(*row) for row in cursor.fetchall()] if query is not None else []
@@ -310,6 +328,16 @@ def _hits_load(ids: list[int], vector: str | None) -> dict[int, ChunkHit]:
                            token_count=tokens, vector_score=None if cosine is None else float(cosine))
         for chunk_id, document_id, source, title, heading, position, language, text, tokens, cosine in rows
     }
+
+
+def nearest_similarity(query: str, *, query_vector: np.ndarray | None = None) -> float | None:
+    """The cosine similarity of the chunk nearest to ``query``: the first hit of ``chunk_search_hybrid(query,
+    k=1, mode="vector")`` (the same ANN order and full-precision cosine), in one statement and without
+    loading the hit. ``None`` when no chunk has a vector."""
+    if query_vector is None:
+        query_vector = embedder_get().embed_queries([query])[0]
+    rows = _vector_ranking(vector_literal(query_vector), 1, None)
+    return rows[0][1] if rows else None
 
 
 def chunk_search_hybrid(query: str, k: int = 10, filters: SearchFilters | None = None, *,

@@ -20,12 +20,12 @@ def kb_relevance(*, text: str, language: str) -> float | None:
     """
     # Imported here so other apps can import this module before the app registry is ready.
     from retrieval.confidence import relevance
-    from retrieval.search import chunk_search_hybrid
+    from retrieval.search import nearest_similarity
 
     if not text.strip():
         return None
     try:
-        hits = chunk_search_hybrid(text, k=1, mode="vector", language=language, rerank=False)
+        similarity = nearest_similarity(text)
     except ImproperlyConfigured:
         return None
     except (db.OperationalError, db.InterfaceError):
@@ -33,6 +33,6 @@ def kb_relevance(*, text: str, language: str) -> float | None:
     except Exception:  # a planning signal must never break the turn
         logger.exception("kb_relevance: search failed")
         return None
-    if not hits:  # an empty knowledge base among others
+    if similarity is None:  # an empty knowledge base among others
         return None
-    return round(relevance(hits[0].vector_score), 4)
+    return round(relevance(similarity), 4)

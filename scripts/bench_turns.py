@@ -2,7 +2,7 @@
 
 Run: ./sd bench scripts/bench_turns.py [--sequential 30] [--concurrent 50] [--flood 200]
          [--llm-plan-delay 1.5] [--llm-chunk-delay 0.05] [--answer-chunks 24] [--ingest-chunks 200]
-         [--kb-chunks 20000]
+         [--kb-chunks 2000]
 
 Starts the scripted OpenAI-compatible LLM (tests/llm_stub.py), the Celery workers of
 the run command (``devstack.workers``: the stage queues in a threads pool, ingestion in
@@ -19,8 +19,9 @@ model takes seconds: ``--llm-plan-delay`` waits before each non-streamed reply a
 (1.5 s and 0.05 s with 24 chunks: about 2.7 s of model time per turn).
 With ``--ingest-chunks N`` the concurrent burst runs again at the end, while a
 staff upload of about N chunks is ingested by the ingest worker. ``--kb-chunks N``
-first loads a synthetic knowledge base of N chunks (the retrieval bench's loader), so
-the searches of every turn run against an index of real size instead of an empty one.
+(2,000 by default) first loads a synthetic knowledge base of N chunks (the retrieval bench's
+loader), so the searches of every turn run against an index of real size instead of an empty one
+(with none, every turn ends ``no_answer``: nothing covers the question).
 
 Reported:
 - platform overhead per turn: wall time at the client (message sent -> ``done``)
@@ -33,7 +34,14 @@ Reported:
 - dropped and duplicated events: each client's received sequence numbers against
   the events stored for its conversation;
 - turns completed per minute (first message sent to last ``done``) and the most
-  PostgreSQL sessions seen at once (all, and the workers' own), sampled every 20 ms.
+  PostgreSQL sessions seen at once (all, and the workers' own), sampled every 20 ms;
+- the platform's CPU per turn (the stage and ingest workers, the web, PostgreSQL and Redis; not
+  the scripted LLM nor this client) against **one message embedding**: the CPU time of the
+  production embedder (``embedder_get()``, its settings) embedding one of the level's own messages,
+  warm, caches bypassed, timed in this process after the burst, averaged. The ratio holds on any
+  machine; the absolute figures stay in the line, as a costlier embedding is no progress;
+- for the last burst, the CPU bound: N turns × the platform's CPU per turn ÷ the cores, and the
+  overhead p95 as a multiple of it.
 The client is a websocket client in this process, standing in for the browser;
 the scripted LLM runs in a process of its own.
 """
@@ -65,6 +73,8 @@ from django.db import connection  # noqa: E402
 
 from devstack.processes import die_with_parent, free_port  # noqa: E402
 from devstack.workers import worker_argv, worker_env, worker_specs  # noqa: E402
+from django.test import override_settings  # noqa: E402
+from retrieval.embedders import LocalEmbedder, embedder_busy_source, embedder_get  # noqa: E402
 from retrieval.models import Upload  # noqa: E402
 from retrieval.uploads import upload_create  # noqa: E402
 from sgr.models import PlanRecord  # noqa: E402
@@ -290,6 +300,16 @@ def report(name: str, m: dict[str, Any]) -> None:
     print(f"{'':<24} turn wall ms (sent -> done) p50={pct(m['wall'], .5):.1f} p95={pct(m['wall'], .95):.1f}")
     if m.get("cpu_ms"):
         print(f"{'':<24} CPU ms per turn: " + "  ".join(f"{name}={ms:.1f}" for name, ms in m["cpu_ms"].items()))
+        platform = platform_cpu_ms(m["cpu_ms"])
+        unit = m.get("embedding_ms")
+        if unit:
+            one_thread = m.get("embedding_one_thread_ms")
+            print(f"{'':<24} platform CPU per turn: {platform:.0f} ms = {platform / unit['mean']:.1f}× one message "
+                  f"embedding ({unit['mean']:.1f} ms)  [embedding p50 {unit['p50']:.1f} ms over {unit['texts']} "
+                  f"messages" + (f"; on one thread, as a busy stage worker embeds: {one_thread['mean']:.1f} ms, "
+                                 f"ratio {platform / one_thread['mean']:.1f}×" if one_thread else "") + "]")
+        else:
+            print(f"{'':<24} platform CPU per turn: {platform:.0f} ms (no local embedder to measure it against)")
     stages = "  ".join(f"{name} p50={pct(v, .5):.1f}" for name, v in sorted(m["stage_ms"].items()))
     print(f"{'':<24} stage wall ms: {stages}  outside stages (queue hops, delivery) p50={pct(m['hops'], .5):.1f}")
     if m["token_events"]:
@@ -305,6 +325,44 @@ def report(name: str, m: dict[str, Any]) -> None:
     print(f"{'':<24} ttft gap split ms: LLM chunk -> token stored p50={pct(m['ttft_worker'], .5):.1f} "
           f"p95={pct(m['ttft_worker'], .95):.1f}  stored -> client p50={pct(m['ttft_delivery'], .5):.1f} "
           f"p95={pct(m['ttft_delivery'], .95):.1f}")
+
+
+PLATFORM = ("worker-", "web", "postgres+redis")  # the processes a deployment runs (not the stub, not the client)
+
+
+def platform_cpu_ms(cpu_ms: dict[str, float]) -> float:
+    """The platform's CPU per turn: every worker, the web, PostgreSQL and Redis."""
+    return sum(ms for name, ms in cpu_ms.items() if name.startswith(PLATFORM))
+
+
+def embedding_cpu_ms(texts: list[str], *, one_thread: bool = False) -> dict[str, float] | None:
+    """CPU ms of one message embedding by the production embedder, over ``texts`` (one call each, warm).
+
+    Measured in this process, where nothing else runs between bursts, as its whole CPU time (the
+    engine's OpenMP threads included). The query caches are bypassed: the workers have just put
+    these messages' vectors in the shared one. ``one_thread``: as a stage worker with other turns
+    running embeds (``embedder_busy_source``). ``None`` for an embedder that is not in process.
+    """
+    embedder = embedder_get()
+    if not isinstance(embedder, LocalEmbedder) or not texts:
+        return None
+    if one_thread:
+        embedder_busy_source(lambda: True)
+    try:
+        with override_settings(RETRIEVAL_QUERY_CACHE_URL=""):
+            for warm in ("warm-up: where is my invoice?", "warm-up: how do I reset my password?"):
+                embedder.embed_passages([warm])  # not a query: leaves the recent queries alone
+            spent = []
+            for text in texts:
+                embedder._recent.pop(text, None)  # this process's recent queries: a miss, as in a worker
+                started = time.process_time()
+                embedder.embed_queries([text])
+                spent.append((time.process_time() - started) * 1000)
+                embedder._recent.pop(text, None)
+    finally:
+        if one_thread:
+            embedder_busy_source(None)
+    return {"mean": sum(spent) / len(spent), "p50": pct(spent, .5), "texts": len(spent)}
 
 
 class ConnectionSampler:
@@ -382,7 +440,22 @@ def burst(base: str, tag: str, count: int, stub: StubProcess, answer_text: str, 
                 used[name] += after[name] - before[name]
     measured = measure(results, stub, answer_text, sessions)
     measured["cpu_ms"] = {name: seconds * 1000 / len(results) for name, seconds in used.items()}
+    texts = [r["text"] for r in results][:EMBEDDING_SAMPLE]
+    measured["embedding_ms"] = embedding_cpu_ms(texts)
+    measured["embedding_one_thread_ms"] = embedding_cpu_ms(texts, one_thread=True)
     return measured
+
+
+EMBEDDING_SAMPLE = 60  # messages of a level embedded for its unit (a few seconds at most)
+
+
+def cpu_bound_report(m: dict[str, Any], cores: int) -> None:
+    """The burst's CPU bound (N turns × the platform's CPU per turn ÷ cores) and its overhead p95 against it."""
+    platform = platform_cpu_ms(m["cpu_ms"])
+    bound = m["turns"] * platform / cores
+    p95 = pct(m["overhead"], .95)
+    print(f"{'':<24} CPU bound: {m['turns']} × {platform:.0f} ms ÷ {cores} cores = {bound:,.0f} ms; "
+          f"overhead p95 {p95:,.0f} ms = {p95 / bound:.2f}× the bound")
 
 
 STACK: dict[str, int] = {}  # process name -> pid, for the CPU figures
@@ -426,9 +499,9 @@ def main() -> int:
     parser.add_argument("--llm-plan-delay", type=float, default=0.0, help="seconds before each non-streamed LLM reply")
     parser.add_argument("--llm-chunk-delay", type=float, default=0.0, help="seconds between streamed LLM chunks")
     parser.add_argument("--answer-chunks", type=int, default=24, help="streamed chunks of each answer")
-    parser.add_argument("--kb-chunks", type=int, default=0,
+    parser.add_argument("--kb-chunks", type=int, default=2000,
                         help="first load a synthetic knowledge base of this many chunks (10 per document), so every "
-                             "turn's searches cost what they cost at that size (the demo base is empty here)")
+                             "turn's searches cost what they cost at that size (0: none, and every turn ends no_answer)")
     parser.add_argument("--ingest-chunks", type=int, default=0,
                         help="also run the concurrent burst while an upload of about this many chunks is ingested")
     args = parser.parse_args()
@@ -447,10 +520,13 @@ def main() -> int:
               f"{args.llm_chunk_delay} s apart; stage workers: {len(specs) - 1} x {stages.pool} pool x {stages.concurrency}; "
               f"{os.environ.get('SD_WEB_WORKERS', '2')} uvicorn processes")
         report("1 conversation", burst(base, "seq", 1, stub, answer_text, args.sequential))
-        report(f"{args.concurrent} concurrent x{args.waves}", burst(base, "c", args.concurrent, stub, answer_text, args.waves))
+        if args.concurrent:
+            report(f"{args.concurrent} concurrent x{args.waves}", burst(base, "c", args.concurrent, stub, answer_text, args.waves))
         if args.flood:
-            report(f"{args.flood} concurrent", burst(base, "f", args.flood, stub, answer_text))
-        if args.ingest_chunks:  # last: the ingestion may go on after its burst
+            flood = burst(base, "f", args.flood, stub, answer_text)
+            report(f"{args.flood} concurrent", flood)
+            cpu_bound_report(flood, os.cpu_count() or 1)
+        if args.ingest_chunks and args.concurrent:  # last: the ingestion may go on after its burst
             upload = ingestion_start(args.ingest_chunks)
             during = burst(base, "i", args.concurrent, stub, answer_text, args.waves)
             still = Upload.objects.get(pk=upload.pk).status == Upload.Status.PROCESSING

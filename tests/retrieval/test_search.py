@@ -8,9 +8,10 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from retrieval.ingestion import kb_ingest_paths
-from retrieval.models import Document
+from retrieval.models import Chunk, Document
 from retrieval.schemas import SearchFilters
-from retrieval.search import articles_group, articles_search, chunk_search_hybrid, vector_literal, vector_ranking_sql
+from retrieval.search import (
+    articles_group, articles_search, chunk_search_hybrid, nearest_similarity, vector_literal, vector_ranking_sql)
 
 pytestmark = pytest.mark.django_db
 
@@ -195,6 +196,54 @@ def test_ann_query_uses_the_hnsw_index(stub_embedder, write_files):
     assert "Index Scan using chunk_embedding_hnsw" in plan
 
 
+def _hnsw_scans() -> int:
+    """How many times the HNSW index was scanned, as the statistics say after this backend's flush."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_force_next_flush()")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute("SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = 'chunk_embedding_hnsw'")
+        return int(cursor.fetchone()[0])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_unfiltered_ann_takes_the_index_where_the_planner_would_scan(stub_embedder):
+    """A small knowledge base: the planner would scan every chunk's vector (twice the index's time at 2,000
+    chunks); the search takes the index, and the session's own enable_seqscan is left as it was."""
+    from retrieval.search import _vector_ranking
+
+    document = Document.objects.create(source="bench/many.md", title="Many")
+    rng = np.random.default_rng(7)
+    Chunk.objects.bulk_create([Chunk(document=document, position=i, text=f"chunk {i}", ts_config="english",
+                                     embedding=rng.standard_normal(384).tolist()) for i in range(300)])
+    vector = vector_literal([0.05] * 384)
+    with transaction.atomic(), connection.cursor() as cursor:  # the planner's own choice, at the search's ef_search
+        cursor.execute("ANALYZE retrieval_chunk")  # its row count known, as autovacuum would have it
+        cursor.execute("SELECT set_config('hnsw.ef_search', '200', true)")
+        cursor.execute("EXPLAIN " + vector_ranking_sql(dim=384), [vector, vector, 10])
+        assert "Index Scan" not in "\n".join(row[0] for row in cursor.fetchall())
+    before = _hnsw_scans()
+    rows = _vector_ranking(vector, 10, None)
+    assert rows and _hnsw_scans() == before + 1
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('enable_seqscan')")
+        assert cursor.fetchone() == ("on",)
+        cursor.execute("SELECT set_config('enable_seqscan', 'off', false)")  # a session that chose otherwise
+    with transaction.atomic():  # and inside a caller's transaction, where a local setting would last
+        _vector_ranking(vector, 10, None)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT current_setting('enable_seqscan')")
+            assert cursor.fetchone() == ("off",)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT set_config('enable_seqscan', 'on', false)")
+        _vector_ranking(vector, 10, None)
+    with transaction.atomic():
+        chunk_search_hybrid("chunk", k=3)  # with its full-text statement after the ANN one
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT current_setting('enable_seqscan')")
+            assert cursor.fetchone() == ("on",)
+
+
 @pytest.mark.django_db(transaction=True)
 def test_ann_settings_apply_to_the_search_only(stub_embedder, write_files, settings):
     """ef_search is set for the ANN statement's own transaction and does not leak into the session."""
@@ -209,3 +258,12 @@ def test_ann_settings_apply_to_the_search_only(stub_embedder, write_files, setti
     with connection.cursor() as cursor:
         cursor.execute("SELECT current_setting('hnsw.ef_search'), current_setting('hnsw.iterative_scan')")
         assert cursor.fetchone() == ("40", "off")
+
+
+def test_nearest_similarity_is_the_first_dense_hits_cosine(local_embedder, write_files):
+    """The planner's relevance signal in one statement: what the dense search ranks first, its cosine."""
+    assert nearest_similarity("refunds") is None  # no chunk yet
+    kb_ingest_paths(paths=[str(write_files({"refunds.md": REFUNDS_EN, "support.md": SUPPORT_RU}))])
+    for question in ("When do I get my refund?", "Когда отвечает поддержка?"):
+        first = chunk_search_hybrid(question, k=1, mode="vector", rerank=False)[0]
+        assert nearest_similarity(question) == pytest.approx(first.vector_score, abs=1e-9)
