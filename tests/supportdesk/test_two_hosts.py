@@ -129,6 +129,7 @@ class Network:
             _ip(*inside, "addr", "add", f"{host.address}/{prefix}", "dev", host.veth + "h")
             _ip(*inside, "link", "set", host.veth + "h", "up")
             _ip(*inside, "link", "set", "lo", "up")
+        (ROOT / ".data").mkdir(exist_ok=True)  # the mount point of each host's own .data (a fresh clone has none)
         probe = subprocess.run(self.hosts[0].argv(["true"]), capture_output=True, text=True)
         if probe.returncode:
             raise NamespacesUnavailable(f"a host's own hostname and /tmp cannot be made: {probe.stderr.strip()}")
