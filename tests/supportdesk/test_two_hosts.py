@@ -76,9 +76,13 @@ class Host:
     def argv(self, command: list[str]) -> list[str]:
         """``command`` on this host: its network, its hostname, an empty ``/tmp`` and ``.data`` (nothing
         it reads may come from the other hosts' disks). One process: each step execs the next."""
-        script = 'hostname "$0" && mount -t tmpfs tmpfs /tmp && mount -t tmpfs tmpfs "$1" && shift && exec "$@"'
+        # The checkout may itself be under /tmp (a CI clone): it is bound aside before /tmp is emptied and
+        # bound back at its path after, so the host still runs the code but sees no other file of /tmp.
+        script = ('hostname "$0" && mkdir -p /mnt && mount -t tmpfs tmpfs /mnt && mkdir /mnt/checkout && mount --bind "$1" /mnt/checkout'
+                  ' && mount -t tmpfs tmpfs /tmp && mkdir -p "$1" && mount --bind /mnt/checkout "$1"'
+                  ' && mount -t tmpfs tmpfs "$1/.data" && shift && exec "$@"')
         return ["ip", "netns", "exec", self.netns, "unshare", "--uts", "--mount", "sh", "-c", script,
-                self.hostname, str(ROOT / ".data"), *command]
+                self.hostname, str(ROOT), *command]
 
     def pids(self) -> list[int]:
         return [int(pid) for pid in _ip("netns", "pids", self.netns).split()]
