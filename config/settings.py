@@ -407,15 +407,15 @@ ANSWER_COVERAGE_DENSE_CROSS = env.float("ANSWER_COVERAGE_DENSE_CROSS", default=0
 # supported by an article holding TERMS_MIN of its content words; an answer with less than MIN_SHARE of
 # its checked sentences supported is replaced (by the article line holding QUOTE_MIN of the question's
 # words when QUOTE is on and one does, else by the no_answer reply).
-# Knowledge gaps (analytics/gaps.py): two unanswered questions whose embeddings are at least this
-# cosine-similar are shown as one gap (the local embedder: the same question in English and Russian
-# 0.87-0.91, unrelated support questions up to 0.85).
-GAPS_SIMILARITY = env.float("GAPS_SIMILARITY", default=0.86)
 ANSWER_GROUNDING = env.bool("ANSWER_GROUNDING", default=True)
 ANSWER_GROUNDING_TERMS_MIN = env.float("ANSWER_GROUNDING_TERMS_MIN", default=0.5)
 ANSWER_GROUNDING_MIN_SHARE = env.float("ANSWER_GROUNDING_MIN_SHARE", default=0.5)
 ANSWER_GROUNDING_QUOTE = env.bool("ANSWER_GROUNDING_QUOTE", default=True)
 ANSWER_GROUNDING_QUOTE_MIN = env.float("ANSWER_GROUNDING_QUOTE_MIN", default=0.8)
+# Knowledge gaps (analytics/gaps.py): two unanswered questions whose embeddings are at least this
+# cosine-similar are shown as one gap (the local embedder: the same question in English and Russian
+# 0.87-0.91, unrelated support questions up to 0.85).
+GAPS_SIMILARITY = env.float("GAPS_SIMILARITY", default=0.86)
 # Customer messages accepted per conversation / per client IP in a rolling minute (0: no limit).
 RATE_LIMIT_CONVERSATION_PER_MINUTE = env.int("RATE_LIMIT_CONVERSATION_PER_MINUTE", default=20)
 RATE_LIMIT_IP_PER_MINUTE = env.int("RATE_LIMIT_IP_PER_MINUTE", default=120)

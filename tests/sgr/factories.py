@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -68,3 +69,18 @@ def turn_make(
         guard_result=(verdict or Verdict(provider="off", status="off")).model_dump(),
     )
     return Turn.objects.select_related("conversation", "user_message").get(pk=turn.pk)
+
+
+def kb_on_stub_embeddings(*, llm: Any, settings: Any, folder: Path, docs: dict[str, str]) -> None:
+    """Ingest ``docs`` (file name → text) embedded by the scripted server's deterministic vectors: they
+    carry no meaning (mechanics, not relevance), and no reranker runs."""
+    settings.RETRIEVAL_EMBEDDER = "openai"
+    settings.RETRIEVAL_EMBEDDING_BASE_URL = llm.base_url
+    settings.RETRIEVAL_EMBEDDING_MODEL = "stub-embed"
+    settings.RETRIEVAL_RERANK_URL = ""
+    from retrieval.ingestion import kb_ingest_paths
+
+    folder.mkdir()
+    for name, text in docs.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    kb_ingest_paths(paths=[str(folder)])

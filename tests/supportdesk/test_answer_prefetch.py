@@ -8,13 +8,12 @@ from typing import Any
 
 import pytest
 
-from retrieval.ingestion import kb_ingest_paths
 from retrieval.models import Document, QueryTrace
 from supportdesk.models import Turn, TurnEvent
 from supportdesk.pipeline.answer.stage import answer_stage_run
 from supportdesk.pipeline.plan import plan_stage_run
 from tests.llm_stub import Reply, ScriptedLLM
-from tests.sgr.factories import plan_args, sgr_isolated, turn_make
+from tests.sgr.factories import kb_on_stub_embeddings, plan_args, sgr_isolated, turn_make
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("sgr_isolated")]
 __all__ = ["sgr_isolated"]
@@ -34,15 +33,7 @@ HEADER = re.compile(r"^\[(\d+)\] ([^\n—]+?)(?: —|$)", re.MULTILINE)
 @pytest.fixture
 def kb(llm: ScriptedLLM, settings: Any, tmp_path: Any) -> ScriptedLLM:
     """Three articles, embedded by the scripted server's deterministic vectors (mechanics, not meaning)."""
-    settings.RETRIEVAL_EMBEDDER = "openai"
-    settings.RETRIEVAL_EMBEDDING_BASE_URL = llm.base_url
-    settings.RETRIEVAL_EMBEDDING_MODEL = "stub-embed"
-    settings.RETRIEVAL_RERANK_URL = ""
-    folder = tmp_path / "kb"
-    folder.mkdir()
-    for name, text in DOCS.items():
-        (folder / name).write_text(text, encoding="utf-8")
-    kb_ingest_paths(paths=[str(folder)])
+    kb_on_stub_embeddings(llm=llm, settings=settings, folder=tmp_path / "kb", docs=DOCS)
     return llm
 
 

@@ -8,13 +8,12 @@ from typing import Any
 
 import pytest
 
-from retrieval.ingestion import kb_ingest_paths
 from sgr.models import PlanRecord
 from supportdesk.models import Turn, TurnEvent
 from supportdesk.pipeline.answer.stage import answer_stage_run
 from supportdesk.pipeline.plan import plan_stage_run
 from tests.llm_stub import Reply, ScriptedLLM
-from tests.sgr.factories import plan_args, sgr_isolated, turn_make
+from tests.sgr.factories import kb_on_stub_embeddings, plan_args, sgr_isolated, turn_make
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("sgr_isolated")]
 __all__ = ["sgr_isolated"]
@@ -34,20 +33,12 @@ def trust(llm: ScriptedLLM, settings: Any, tmp_path: Any) -> ScriptedLLM:
     """The knowledge base above, embedded by the scripted server's deterministic vectors: they carry no
     meaning, so the dense cut points are off here and the words decide (the cut points' own fit is
     ``calibrate_coverage``'s, tested in tests/retrieval/test_coverage.py)."""
-    settings.RETRIEVAL_EMBEDDER = "openai"
-    settings.RETRIEVAL_EMBEDDING_BASE_URL = llm.base_url
-    settings.RETRIEVAL_EMBEDDING_MODEL = "stub-embed"
-    settings.RETRIEVAL_RERANK_URL = ""
     settings.ANSWER_COVERAGE = True
     settings.ANSWER_GROUNDING = True
     settings.ANSWER_COVERAGE_DENSE_MIN = 0.0
     settings.ANSWER_COVERAGE_DENSE_CROSS = 1.01  # a best article in another language: never covered here
     settings.ANSWER_COVERAGE_TERMS_MIN = 0.6
-    folder = tmp_path / "kb"
-    folder.mkdir()
-    for name, text in DOCS.items():
-        (folder / name).write_text(text, encoding="utf-8")
-    kb_ingest_paths(paths=[str(folder)])
+    kb_on_stub_embeddings(llm=llm, settings=settings, folder=tmp_path / "kb", docs=DOCS)
     return llm
 
 
