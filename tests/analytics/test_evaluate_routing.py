@@ -74,3 +74,15 @@ def test_a_bad_line_is_reported_by_number(tmp_path: Path) -> None:
     path.write_text('{"text": "hi", "expected_action": "normal"}\n{"text": "x", "expected_action": "maybe"}\n')
     with pytest.raises(CommandError, match="line 2: expected"):
         call_command("evaluate_routing", "--file", str(path), stdout=io.StringIO(), stderr=io.StringIO())
+
+
+def test_the_routing_dev_set_labels_off_topic_questions_as_the_coverage_check_routes_them() -> None:
+    """DT-002's question_to_coverage sends an off-topic question on (then no_answer), never to block: a
+    label written for the older routing would count the right decision as an error."""
+    from sgr.routing import message_is_question
+
+    rows = [json.loads(line) for line in (Path(__file__).resolve().parents[2] / "sgr" / "devset" / "routing_dev.jsonl")
+            .read_text(encoding="utf-8").splitlines() if line.strip()]
+    assert [r["text"] for r in rows if r["expected_action"] == "block" and message_is_question(r["text"])] == []
+    onward = [r for r in rows if r.get("then") == "no_answer"]
+    assert onward and all(r["expected_action"] == "normal" and message_is_question(r["text"]) for r in onward)

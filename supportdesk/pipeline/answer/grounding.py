@@ -144,11 +144,10 @@ def _value_on(flat: str, needles: list[re.Pattern[str]]) -> bool:
     """A value on one normalized line. In a table row ("a | b | c") a number's unit must be in the number's
     own cell or in a cell without numbers (the row's item, "columns per table"): "25 EUR" is not in
     "Seats: 25 | Price: 49 EUR", where EUR belongs to 49."""
-    number, *unit = needles
+    number, *units = needles
     cells = flat.split("|")
-    return any(number.search(cell) and all(u.search(cell) or any(u.search(c) and not DIGIT.search(c) for c in cells)
-                                            for u in unit)
-               for cell in cells)
+    loose = "|".join(cell for cell in cells if not DIGIT.search(cell))  # a unit here is no other number's
+    return any(number.search(cell) and all(u.search(cell) or u.search(loose) for u in units) for cell in cells)
 
 
 def _sentences(text: str) -> list[tuple[str, list[int]]]:
