@@ -262,18 +262,19 @@ def conversation_contact_email(*, conversation: Conversation, email: object) -> 
 
 
 def failed_streak_reached(*, conversation_id: int) -> bool:
-    """The last ``HANDOFF_AFTER_FAILED_TURNS`` turns of the conversation all failed or asked to clarify
-    (0: never)."""
+    """The last ``HANDOFF_AFTER_FAILED_TURNS`` turns of the conversation all went unhelped: failed, asked
+    to clarify, or got the ``no_answer`` reply (the knowledge base had nothing; 0: never)."""
     n = settings.HANDOFF_AFTER_FAILED_TURNS
     if n <= 0:
         return False
     last = list(Turn.objects.filter(conversation_id=conversation_id).order_by("-created_at", "-id")
-                .values_list("status", flat=True)[:n])
-    return len(last) == n and all(s in (Turn.Status.FAILED, Turn.Status.CLARIFYING) for s in last)
+                .values_list("status", "plan_record__final_action")[:n])
+    return len(last) == n and all(status in (Turn.Status.FAILED, Turn.Status.CLARIFYING) or action == "no_answer"
+                                  for status, action in last)
 
 
 def handoff_if_failing(*, turn: Turn) -> None:
-    """After a turn failed or asked to clarify: a person is asked for once the streak reaches
+    """After a turn failed, asked to clarify or got no answer: a person is asked for once the streak reaches
     ``HANDOFF_AFTER_FAILED_TURNS`` (while the assistant still owns the conversation)."""
     if failed_streak_reached(conversation_id=turn.conversation_id) and Conversation.objects.filter(
             pk=turn.conversation_id, owner=Owner.BOT).exists():

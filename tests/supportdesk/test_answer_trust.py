@@ -43,9 +43,9 @@ def trust(llm: ScriptedLLM, settings: Any, tmp_path: Any) -> ScriptedLLM:
 
 
 def _run(llm: ScriptedLLM, text: str, *replies: Reply, language: str = "en", subqueries: list[str] | None = None,
-         intent: str = "") -> Turn:
+         intent: str = "", conversation: Any = None) -> Turn:
     llm.plan_args = plan_args(subqueries=subqueries or [text[:100]], **({"user_intent": intent} if intent else {}))
-    turn = turn_make(text=text, language=language)
+    turn = turn_make(text=text, language=language, conversation=conversation)
     plan_stage_run(turn=turn)
     llm.requests.clear()
     llm.push(*replies)
@@ -82,6 +82,25 @@ def test_an_uncovered_question_ends_no_answer_without_an_answer_model_call(trust
     assert "refund" in turn.answer_result["coverage"]["missing"]
     assert "coverage" not in answer and "grounding" not in answer  # staff only
     assert [e.type for e in TurnEvent.objects.filter(turn=turn).order_by("seq")][-2:] == ["answer", "done"]
+
+
+def test_no_answer_turns_in_a_row_ask_for_a_person_and_an_answered_one_breaks_the_streak(trust, settings):
+    from supportdesk.models import Conversation
+
+    settings.HANDOFF_AFTER_FAILED_TURNS = 2
+    first = _run(trust, "Can I get a refund for my plane ticket?", subqueries=["refund plane ticket"])
+    conversation = first.conversation
+    _run(trust, "How do I reset my password?", Reply(content="Click Forgot password on the sign-in page [1]."),
+         conversation=conversation)
+    third = _run(trust, "Do you sell gift cards for hotels?", subqueries=["gift cards hotels"], conversation=conversation)
+    assert PlanRecord.objects.get(turn=third).final_action == "no_answer"
+    assert Conversation.objects.get(pk=conversation.pk).owner == Conversation.Owner.BOT  # no_answer, answered, no_answer
+
+    fourth = _run(trust, "Can I bring my dog on the plane?", subqueries=["dog plane"], conversation=conversation)
+    assert fourth.status == Turn.Status.DONE and PlanRecord.objects.get(turn=fourth).final_action == "no_answer"
+    conversation.refresh_from_db()
+    assert conversation.owner == Conversation.Owner.WAITING and conversation.handoff_reason == "failed_turns"
+    assert TurnEvent.objects.filter(turn=fourth, type="handoff").count() == 1
 
 
 def test_the_no_answer_reply_is_localized_and_comes_from_the_editable_template(trust):

@@ -22,7 +22,7 @@ from supportdesk.pipeline.answer.prefetch import plan_prefetch, prefetch_message
 from supportdesk.pipeline.answer.trust import (
     answer_coverage, answer_grounding, grounding_fails, no_answer_reply, quote_answer, quote_best)
 from supportdesk.events import turn_event_emit
-from supportdesk.handoff import conversation_with_person
+from supportdesk.handoff import conversation_with_person, handoff_if_failing
 from supportdesk.llm import llm_client
 from supportdesk.models import Message, Turn, TurnEvent
 from supportdesk.selectors import context_history, turn_synthetic
@@ -111,6 +111,7 @@ def answer_stage_run(*, turn: Turn) -> None:
             answer_save(turn=turn, final=final, diagnostics={"coverage": coverage.model_dump()})
             plan_record_answer_save(record=record, prompt_tokens=None, searched_queries=queries,
                                     answer_text=final.text)
+            handoff_if_failing(turn=turn)
             return
         tokens = TokenBatcher(lambda text: token_emit(turn=turn, text=text), settings.ANSWER_TOKEN_BATCH_MS,
                               per_second=settings.ANSWER_TOKEN_EVENTS_PER_SECOND,
@@ -154,6 +155,8 @@ def answer_stage_run(*, turn: Turn) -> None:
             searched_queries=[q for s in outcome.searches for q in (s.queries or [s.query])], answer_text=final.text,
             supported_share=final.supported_share,
         )
+        if final.no_answer:
+            handoff_if_failing(turn=turn)
 
 
 def answer_replace(*, turn: Turn, record: PlanRecord | None, searches: list[KbResult], queries: list[str]
