@@ -412,6 +412,9 @@ ANSWER_GROUNDING_TERMS_MIN = env.float("ANSWER_GROUNDING_TERMS_MIN", default=0.5
 ANSWER_GROUNDING_MIN_SHARE = env.float("ANSWER_GROUNDING_MIN_SHARE", default=0.5)
 ANSWER_GROUNDING_QUOTE = env.bool("ANSWER_GROUNDING_QUOTE", default=True)
 ANSWER_GROUNDING_QUOTE_MIN = env.float("ANSWER_GROUNDING_QUOTE_MIN", default=0.8)
+# The answer prompt asks the model to copy the line that answers first, then answer from it (off: the
+# plain prompt; measured side by side in docs/benchmarks.md).
+ANSWER_QUOTE_FIRST = env.bool("ANSWER_QUOTE_FIRST", default=False)
 # Knowledge gaps (analytics/gaps.py): two unanswered questions whose embeddings are at least this
 # cosine-similar are shown as one gap (the local embedder: the same question in English and Russian
 # 0.87-0.91, unrelated support questions up to 0.85).

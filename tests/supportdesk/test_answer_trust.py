@@ -133,6 +133,18 @@ def test_a_covered_question_still_gets_its_cited_answer(trust):
     assert PlanRecord.objects.get(turn=turn).answer_supported_share == 1.0
 
 
+def test_asked_to_quote_first_the_model_gets_that_prompt_and_its_quote_is_shown_as_one(trust, settings):
+    settings.ANSWER_QUOTE_FIRST = True
+    turn = _run(trust, "How many agents can a workspace have?",
+                Reply(content="> | agents per workspace | 25 | [1]\nA workspace can have up to 25 agents [1]."))
+    (request,) = trust.chat_requests()
+    assert "First copy, word for word, the one line" in request["messages"][-1]["content"]
+    limits = _numbers(request)["Plan limits"]
+    assert _event(turn, "answer")["text"] == (f"> | agents per workspace | 25 | [{limits}]\n\n"
+                                              f"A workspace can have up to 25 agents [{limits}].")
+    assert [s["status"] for s in turn.answer_result["grounding"]] == ["supported", "supported"]
+
+
 def test_a_citation_on_an_article_without_its_facts_moves_or_goes(trust):
     turn = _run(trust, "How long is the password reset link valid and how do I reset my password?",
                 Reply(content="PLACEHOLDER"), subqueries=["password reset", "delivery time"])

@@ -88,3 +88,12 @@ def test_in_a_table_row_a_value_needs_its_unit_in_its_own_cell_not_in_another_va
     # The Team row holds "10 GB" and the column names "plan" and "storage", as every row does; only its own
     # words ("Team") tell it from the Business row, and the sentence has none of them.
     assert _ground("The Business plan has 10 GB of storage [1].", a1=plans).sentences[0].status == "unsupported"
+
+
+def test_a_quoted_article_line_is_one_sentence_and_keeps_its_own_paragraph():
+    quoted = "> columns per table | 1,600 | further limited by tuple size fitting on a single page. Really [1]"
+    grounding = _ground(f"{quoted}\nSo a table can have at most 1,600 columns [1].", a1=LIMITS)
+    assert [s.status for s in grounding.sentences] == ["supported", "supported"]  # the quote was not split at ". "
+    assert grounding.text == f"{quoted}\n\nSo a table can have at most 1,600 columns [1]."
+    wrong = _ground(f"{quoted}\nSo a table can have at most 1,664 columns [1]. Hope this helps!", a1=LIMITS)
+    assert wrong.text == f"{quoted}\n\nHope this helps!"  # the neighbouring row's value dropped, the quote kept

@@ -34,6 +34,7 @@ from retrieval.terms import term_stems
 CITATION = re.compile(r"\s*\[(\d{1,3})\]")
 SENTENCE_END = re.compile(r"(?<=[.!?…])\s+(?=[^\s\[])")
 LIST_MARK = re.compile(r"^\s*(?:[-*•]|\d{1,2}[.)])\s+")
+QUOTE_MARK = re.compile(r"^\s*>\s?")  # a line quoted from an article (ANSWER_QUOTE_FIRST): one sentence, its own block
 NUMBER = re.compile(r"(?<![\w.])[-+]?\d[\d,.\u00a0\u202f ]*\d(?![\w])|(?<![\w.])\d(?![\w])")
 UNIT = re.compile(r"\s*(%|[a-zA-Zа-яА-ЯёЁ]{1,12})")
 CODE = re.compile(r"`([^`]{1,80})`")
@@ -155,7 +156,7 @@ def _sentences(text: str) -> list[tuple[str, list[int]]]:
     belong to it."""
     out: list[tuple[str, list[int]]] = []
     for line in text.splitlines():
-        for part in SENTENCE_END.split(line.strip()):
+        for part in [line.strip()] if QUOTE_MARK.match(line) else SENTENCE_END.split(line.strip()):
             numbers = [int(n) for n in CITATION.findall(part)]
             bare = CITATION.sub("", part).strip()
             if not bare and out:  # "[1]" alone after a sentence
@@ -218,11 +219,13 @@ def _cite(sentence: str, number: int | None) -> str:
 
 
 def _join(lines: list[str]) -> str:
-    """Sentences back into text: list items on their own lines, prose joined with spaces."""
+    """Sentences back into text: list items on their own lines, prose joined with spaces, a quoted line
+    a paragraph of its own."""
     out: list[str] = []
     for line in lines:
-        if out and not LIST_MARK.match(line):
+        if out and not LIST_MARK.match(line) and not QUOTE_MARK.match(line) and not QUOTE_MARK.match(out[-1]):
             out[-1] = f"{out[-1]} {line}" if not LIST_MARK.match(out[-1]) else out[-1] + "\n" + line
         else:
             out.append(line)
-    return "\n".join(out)
+    return "".join(("\n\n" if QUOTE_MARK.match(block) or QUOTE_MARK.match(out[i - 1]) else "\n") + block if i else block
+                   for i, block in enumerate(out))
