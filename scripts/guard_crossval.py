@@ -1,6 +1,7 @@
 """Cross-validation of the exemplar screen's decision across sources (issue 30).
 
 Usage: ./sd bench scripts/guard_crossval.py [--l2 30 ...] [--thresholds 0.5 0.7 ...] [--without "fifth set" | --unscored "fifth set"]
+       [--or-above 0.9 0.95 ...]
 
 Every active exemplar belongs to a *source*: its seed set (the note) and, for harmful ones,
 its category ("starter set/violent", "fourth set: support_banking", "fifth set: harmful_pii"); English and Russian
@@ -63,6 +64,8 @@ def main() -> None:
     parser.add_argument("--without", default="", help="leave out the exemplars whose note starts with this")
     parser.add_argument("--unscored", default="", help="fit on, but do not average over, the sources starting so")
     parser.add_argument("--flagged", default="", help="write the texts the best decision flagged here (JSONL)")
+    parser.add_argument("--or-above", type=float, nargs="*", default=[],
+                        help="also print 'both, or the classifier alone at or above P' for each P")
     args = parser.parse_args()
     started = time.perf_counter()
     exemplars = exemplars_load(embedder_get())
@@ -122,6 +125,12 @@ def main() -> None:
                 print(line(label, flags))
                 if best is None or caught - 3 * flagged > best[0]:
                     best = (caught - 3 * flagged, label, flags)
+    for l2 in args.l2:  # a very confident classifier flagging without the margin's agreement
+        for above in args.or_above:
+            for threshold in args.thresholds:
+                either = {n: (probabilities[(n, l2)] >= threshold) & margin_flags[n] | (probabilities[(n, l2)] >= above)
+                          for n in names}
+                print(line(f"both t={threshold:g} or p>={above:g} l2={l2:g}", either))
     assert best is not None
     if args.flagged:
         with open(args.flagged, "w", encoding="utf-8") as out:
