@@ -30,6 +30,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from sgr.strings import ui_string
+from supportdesk.compiled import CompiledRead
 from supportdesk.events import conversation_event_emit, group_broadcast
 from supportdesk.markup import answer_html
 from supportdesk.models import Conversation, Message, Turn
@@ -74,9 +75,16 @@ def can_handle(user: Any) -> bool:
                 and user.has_perm(PERMISSION))
 
 
+# Asked by every stage of every turn: compiled once.
+_WITH_PERSON = CompiledRead(
+    lambda conversation_id: Conversation.objects.filter(pk=conversation_id, owner__in=(Owner.WAITING, Owner.HUMAN))
+    .order_by().values_list("pk")[:1]
+)
+
+
 def conversation_with_person(*, conversation_id: int) -> bool:
     """True while a person is asked for or answering: the assistant must not answer the customer."""
-    return Conversation.objects.filter(pk=conversation_id, owner__in=(Owner.WAITING, Owner.HUMAN)).exists()
+    return _WITH_PERSON.first(conversation_id) is not None
 
 
 def _move(*, conversation_id: int, to: str, allowed_from: tuple[str, ...], extra: dict[str, Any],

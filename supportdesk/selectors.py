@@ -6,6 +6,7 @@ from typing import Any
 
 from django.core.exceptions import ObjectDoesNotExist
 
+from supportdesk.compiled import CompiledRead
 from supportdesk.models import Conversation, Turn
 
 
@@ -28,9 +29,15 @@ def conversation_turn_open(*, conversation: Conversation) -> bool:
 # no order; a conversation's few earlier turns are put in order here.
 
 
+_TURN_FOR_STAGE = CompiledRead(
+    lambda turn_id: Turn.objects.select_related("conversation", "user_message").filter(pk=turn_id).order_by()[:1]
+)
+
+
 def turn_get_for_stage(*, turn_id: int) -> Turn | None:
-    found = Turn.objects.select_related("conversation", "user_message").filter(pk=turn_id).order_by()[:1]
-    return next(iter(found), None)
+    """The turn with its conversation and message (compiled once: three times a turn, docs/benchmarks.md)."""
+    turn: Turn | None = _TURN_FOR_STAGE.first(turn_id)
+    return turn
 
 
 def turns_before(*, turn: Turn) -> list[Turn]:

@@ -17,6 +17,7 @@ from django.db import connection, transaction
 
 from retrieval.language import language_detect
 from sgr.strings import supported_language, ui_string
+from supportdesk.compiled import CompiledRead
 from supportdesk.events import turn_event_emit, turn_events_flush, turn_status_move_emit
 from supportdesk.models import Conversation, Turn, new_access_token, token_hash
 from supportdesk.ratelimit import rate_limit_exceeded
@@ -110,18 +111,28 @@ def turn_status_move(*, turn: Turn, status: str, expected: str) -> bool:
     return turn_status_move_emit(turn=turn, status=status, expected=expected) is not None
 
 
+# The turn's status, its row locked for the current transaction (compiled once: every stage locks its turn).
+_TURN_STATUS_LOCKED = CompiledRead(
+    lambda turn_id: Turn.objects.select_for_update().filter(pk=turn_id).order_by().values_list("status")[:1]
+)
+
+
+def _turn_status_locked(turn: Turn) -> str | None:
+    row = _TURN_STATUS_LOCKED.first(turn.pk)
+    return None if row is None else str(row[0])
+
+
 def turn_lock_at(*, turn: Turn, status: str) -> bool:
     """Lock the turn's row for the current transaction; True when it is still at ``status`` (a second
     copy of the stage, sent again by turn recovery, may have moved it on: then do nothing)."""
-    return Turn.objects.select_for_update().filter(pk=turn.pk, status=status).exists()
+    return _turn_status_locked(turn) == status
 
 
 def turn_lock_unfinished(*, turn: Turn) -> bool:
     """Lock the turn's row for the current transaction; False when it has already ended (a second
     copy of its stage, sent again by turn recovery, finished it first): the caller must not end it
     again. So a turn ends exactly once, whatever runs twice."""
-    locked = Turn.objects.select_for_update().filter(pk=turn.pk).order_by().values_list("status", flat=True)[:1]
-    status = next(iter(locked), None)
+    status = _turn_status_locked(turn)
     return status is not None and status not in Turn.TERMINAL
 
 

@@ -1,0 +1,83 @@
+"""Reads compiled once (supportdesk.compiled): the same rows and objects as the queryset they stand for."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import transaction
+from django.db.models import Model
+from django.db.transaction import TransactionManagementError
+
+from supportdesk.compiled import CompiledRead
+from supportdesk.handoff import conversation_with_person
+from supportdesk.models import Conversation, Turn
+from supportdesk.pipeline.submit import message_receive
+from supportdesk.selectors import turn_get_for_stage
+from supportdesk.services import conversation_create, turn_lock_at, turn_lock_unfinished
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _field_values(instance: Model) -> dict[str, object]:
+    return {field.attname: getattr(instance, field.attname) for field in type(instance)._meta.concrete_fields}
+
+
+def test_the_turn_for_a_stage_is_the_orm_s_turn_with_its_conversation_and_message(no_enqueue):
+    turn = message_receive(conversation=conversation_create(language="de").conversation, text="Wie setze ich das zurück?")
+    Turn.objects.filter(pk=turn.pk).update(plan_result={"action": "normal", "ids": [1, 2]}, diagnostics={"a": {"b": 1}})
+    expected = Turn.objects.select_related("conversation", "user_message").get(pk=turn.pk)
+
+    for _ in range(2):  # compiled at the first call, reused at the second
+        loaded = turn_get_for_stage(turn_id=turn.pk)
+        assert loaded is not None and loaded.pk == turn.pk
+        assert _field_values(loaded) == _field_values(expected)  # JSON decoded, datetimes aware
+        assert loaded.plan_result == {"action": "normal", "ids": [1, 2]}
+        with pytest.raises(AssertionError):  # no query: both related objects came with the row
+            with _no_queries():
+                assert _field_values(loaded.conversation) == _field_values(expected.conversation)
+                assert _field_values(loaded.user_message) == _field_values(expected.user_message)
+                assert loaded.user_message.turn is loaded
+                raise AssertionError
+        assert not loaded._state.adding and loaded._state.db == "default"
+    assert turn_get_for_stage(turn_id=turn.pk + 1000) is None
+
+
+class _no_queries:
+    def __enter__(self) -> None:
+        from django.db import connection
+        self._before = len(connection.queries_log)
+        self._debug = connection.force_debug_cursor
+        connection.force_debug_cursor = True
+
+    def __exit__(self, *exc: object) -> None:
+        from django.db import connection
+        queries = len(connection.queries_log) - self._before
+        connection.force_debug_cursor = self._debug
+        assert queries == 0
+
+
+def test_the_turn_lock_reads_the_status_inside_a_transaction_only(no_enqueue):
+    turn = message_receive(conversation=conversation_create().conversation, text="hello")
+    with transaction.atomic():
+        assert turn_lock_at(turn=turn, status=Turn.Status.QUEUED)
+        assert not turn_lock_at(turn=turn, status=Turn.Status.GUARDING)
+        assert turn_lock_unfinished(turn=turn)
+    Turn.objects.filter(pk=turn.pk).update(status=Turn.Status.DONE)
+    with transaction.atomic():
+        assert not turn_lock_unfinished(turn=turn)
+    with pytest.raises(TransactionManagementError):  # FOR UPDATE outside a transaction, as the ORM says
+        turn_lock_at(turn=turn, status=Turn.Status.DONE)
+
+
+def test_a_person_on_the_conversation_is_seen_at_once():
+    conversation = conversation_create().conversation
+    assert not conversation_with_person(conversation_id=conversation.pk)
+    for owner, with_person in [(Conversation.Owner.WAITING, True), (Conversation.Owner.HUMAN, True),
+                               (Conversation.Owner.RESOLVED, False)]:
+        Conversation.objects.filter(pk=conversation.pk).update(owner=owner)
+        assert conversation_with_person(conversation_id=conversation.pk) is with_person
+
+
+def test_a_parameter_that_does_not_reach_the_sql_once_is_refused():
+    read = CompiledRead(lambda pk: Conversation.objects.filter(pk=pk, last_event_seq=pk))
+    with pytest.raises(ValueError, match="exactly once"):
+        read.first(1)
