@@ -169,6 +169,52 @@ def test_the_answers_wait_for_a_slot_after_the_model_is_not_counted_as_waiting_o
     assert outcome.llm_wait_ms < 150
 
 
+def test_chunks_read_already_are_taken_without_giving_back_the_slot(one_slot):
+    """One read brought three chunks: the stage takes them on its slot, and gives it back only to wait
+    for the end of the stream."""
+    import httpx2
+    import openai
+
+    from supportdesk.pipeline.answer.agent import AgentOutcome, ChunkStream, _timed
+
+    rest_sent, first_seen, other_queued = threading.Event(), threading.Event(), threading.Event()
+    order: list[object] = []
+
+    def body() -> Iterator[bytes]:
+        yield b'data: {"n": 1}\n\ndata: {"n": 2}\r\n\r\ndata: {"n": 3}\n\n'
+        rest_sent.wait(5)
+        yield b"data: [DONE]\n\n"
+
+    def make() -> ChunkStream:
+        response = httpx2.Response(200, content=body(), request=httpx2.Request("POST", "http://model/"))
+        client = openai.OpenAI(api_key="unused", base_url="http://model/v1")
+        return ChunkStream(cast_to=object, response=response, client=client)
+
+    def stage() -> None:
+        with stage_working(turn=1):
+            for chunk in _timed(make, AgentOutcome(first_token_ms=1.0)):
+                order.append(chunk["n"])
+                if chunk["n"] == 1:
+                    first_seen.set()
+                    other_queued.wait(5)
+
+    def other_stage() -> None:
+        one_slot.acquire(resume=False, turn=0)
+        order.append("other")
+        one_slot.release()
+
+    streaming = _started(stage)
+    assert first_seen.wait(5)
+    other = _started(other_stage)
+    _queued(one_slot, 1)
+    other_queued.set()
+    other.join(5)  # it got the slot only when the stream waited for the model
+    rest_sent.set()
+    streaming.join(5)
+    assert order == [1, 2, 3, "other"]
+    assert one_slot.waiting() == 0
+
+
 def test_an_unknown_order_fails_fast():
     with pytest.raises(ValueError, match="WORKER_CPU_ORDER"):
         CpuSlots(2, order="random")
