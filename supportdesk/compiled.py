@@ -32,7 +32,7 @@ _STAND_IN = 2_017_346_029
 class _Compiled:
     sql: str
     params: tuple[Any, ...]
-    at: int  # the parameter's place in ``params``
+    at: tuple[int, ...]  # the parameter's places in ``params``
     converters: list[tuple[int, tuple[list[Callable[..., Any]], Any]]]
     for_update: bool
     model: type[Model] | None  # None: rows as tuples (``values_list``)
@@ -43,7 +43,8 @@ class _Compiled:
 
 class CompiledRead(Generic[M]):
     """``build(parameter)`` -> the queryset (a model or ``values_list`` query on the default database),
-    compiled at the first call. The parameter must reach the SQL once, unchanged (an id)."""
+    compiled at the first call. The parameter must reach the SQL unchanged (an id; a subquery may take
+    it again, e.g. to compare with a column of the row it names)."""
 
     def __init__(self, build: Callable[[Any], QuerySet[M, Any]]) -> None:
         self._build = build
@@ -57,7 +58,8 @@ class CompiledRead(Generic[M]):
         if compiled.for_update and connection.get_autocommit():
             raise TransactionManagementError("select_for_update cannot be used outside of a transaction.")
         params = list(compiled.params)
-        params[compiled.at] = parameter
+        for place in compiled.at:
+            params[place] = parameter
         with connection.cursor() as cursor:
             cursor.execute(compiled.sql, params)
             fetched = cursor.fetchall()
@@ -88,8 +90,8 @@ class CompiledRead(Generic[M]):
             compiler = queryset.query.get_compiler(using=DEFAULT_DB_ALIAS)
             sql, params = compiler.as_sql()
             places = [i for i, value in enumerate(params) if value == _STAND_IN]
-            if len(places) != 1:
-                raise ValueError(f"the parameter must reach the SQL exactly once: {sql}")
+            if not places:
+                raise ValueError(f"the parameter does not reach the SQL: {sql}")
             columns = [column[0] for column in compiler.select[: compiler.col_count]]
             converters = list(compiler.get_converters(columns).items())
             klass_info = compiler.klass_info
@@ -102,7 +104,7 @@ class CompiledRead(Generic[M]):
                 init_list = [column[0].target.attname for column in compiler.select[first:last]]
                 # The stubs follow a later Django, whose populators take a fetch mode too.
                 related = get_related_populators(klass_info, compiler.select, DEFAULT_DB_ALIAS)  # type: ignore[call-arg]
-            self._compiled = _Compiled(sql=sql, params=tuple(params), at=places[0], converters=converters,
+            self._compiled = _Compiled(sql=sql, params=tuple(params), at=tuple(places), converters=converters,
                                        for_update=compiler.query.select_for_update, model=model, fields=fields,
                                        init_list=init_list, related=related)
             return self._compiled

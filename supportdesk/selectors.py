@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import ObjectDoesNotExist
+from django.db.models import QuerySet, Subquery
 
 from supportdesk.compiled import CompiledRead
 from supportdesk.models import Conversation, Turn
@@ -40,17 +41,28 @@ def turn_get_for_stage(*, turn_id: int) -> Turn | None:
     return turn
 
 
-def turns_before(*, turn: Turn) -> list[Turn]:
-    """The conversation's earlier turns, oldest first, with their messages and plan records."""
-    earlier = (
-        Turn.objects.filter(conversation_id=turn.conversation_id, created_at__lt=turn.created_at)
+def _turns_before_query(turn_id: int) -> QuerySet[Turn]:
+    """The turns of ``turn_id``'s conversation created before it (the turn's row named by its id alone,
+    so the statement is compiled once: see ``_TURNS_BEFORE``)."""
+    of_turn = Turn.objects.filter(pk=turn_id).order_by()
+    return (
+        Turn.objects.filter(conversation_id=Subquery(of_turn.values("conversation_id")),
+                            created_at__lt=Subquery(of_turn.values("created_at")))
         .select_related("user_message", "answer_message", "plan_record")
         # What the history and the clarify follow-up read: the joined rows are wide (JSON columns).
         .only("created_at", "plan_result", "user_message__text", "answer_message__text",
               "plan_record__context_synthetic", "plan_record__final_action", "plan_record__plan")
         .order_by()
     )
-    return sorted(earlier, key=lambda past: (past.created_at, past.pk))
+
+
+# Read by the plan stage (twice) and the answer stage of every turn.
+_TURNS_BEFORE = CompiledRead(_turns_before_query)
+
+
+def turns_before(*, turn: Turn) -> list[Turn]:
+    """The conversation's earlier turns, oldest first, with their messages and plan records."""
+    return sorted(_TURNS_BEFORE.rows(turn.pk), key=lambda past: (past.created_at, past.pk))
 
 
 def turn_plan_record(turn: Turn) -> Any:

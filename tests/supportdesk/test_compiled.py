@@ -11,7 +11,7 @@ from supportdesk.compiled import CompiledRead
 from supportdesk.handoff import conversation_with_person
 from supportdesk.models import Conversation, Turn
 from supportdesk.pipeline.submit import message_receive
-from supportdesk.selectors import turn_get_for_stage
+from supportdesk.selectors import turn_get_for_stage, turn_synthetic, turns_before
 from supportdesk.services import conversation_create, turn_lock_at, turn_lock_unfinished
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -77,7 +77,33 @@ def test_a_person_on_the_conversation_is_seen_at_once():
         assert conversation_with_person(conversation_id=conversation.pk) is with_person
 
 
-def test_a_parameter_that_does_not_reach_the_sql_once_is_refused():
-    read = CompiledRead(lambda pk: Conversation.objects.filter(pk=pk, last_event_seq=pk))
-    with pytest.raises(ValueError, match="exactly once"):
+def test_a_parameter_that_does_not_reach_the_sql_is_refused():
+    read = CompiledRead(lambda pk: Conversation.objects.filter(last_event_seq__gte=0))
+    with pytest.raises(ValueError, match="does not reach the SQL"):
         read.first(1)
+
+
+def test_a_parameter_used_twice_is_bound_in_both_places():
+    conversation = conversation_create().conversation
+    Conversation.objects.filter(pk=conversation.pk).update(last_event_seq=conversation.pk)
+    read = CompiledRead(lambda pk: Conversation.objects.filter(pk=pk, last_event_seq=pk).values_list("pk"))
+    assert read.first(conversation.pk) == (conversation.pk,)
+    Conversation.objects.filter(pk=conversation.pk).update(last_event_seq=conversation.pk + 1)
+    assert read.first(conversation.pk) is None
+
+
+def test_the_turns_before_are_the_conversation_s_earlier_turns_with_what_the_history_reads(no_enqueue):
+    conversation = conversation_create().conversation
+    first = message_receive(conversation=conversation, text="first question")
+    Turn.objects.filter(pk=first.pk).update(plan_result={"context_synthetic": "analysis"})
+    second = message_receive(conversation=conversation, text="second question")
+    other = message_receive(conversation=conversation_create().conversation, text="another customer")
+    third = message_receive(conversation=conversation, text="third question")
+
+    earlier = turns_before(turn=third)
+    assert [past.pk for past in earlier] == [first.pk, second.pk]
+    with _no_queries():  # the messages and the (missing) plan records came with the rows
+        assert [past.user_message.text for past in earlier] == ["first question", "second question"]
+        assert [past.answer_message for past in earlier] == [None, None]
+        assert turn_synthetic(earlier[0]) == "analysis" and turn_synthetic(earlier[1]) == ""
+    assert turns_before(turn=first) == [] and turns_before(turn=other) == []
