@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Sequence
 from typing import Any
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
+from django.db.models import Field
 
 from retrieval.language import language_detect
 from sgr.strings import supported_language, ui_string
@@ -97,11 +99,40 @@ def message_language(*, text: str) -> str | None:
     return supported_language(detected) if detected else None
 
 
+# The UPDATE of each set of a turn's fields, built once: a stage saves its turn a few times (a status,
+# its result, the end), and Model.save compiles the statement anew each time (issue 31).
+_TURN_UPDATES: dict[tuple[str, ...], tuple[str, list[Field[Any, Any]]]] = {}
+
+
+def turn_fields_save(*, turn: Turn, fields: Sequence[str]) -> None:
+    """``turn.save(update_fields=[*fields, "updated_at"])``, in one UPDATE built once per set of fields.
+
+    Turn has no save signals; like ``save``, it fails when the row is gone.
+    """
+    names = tuple(dict.fromkeys([*fields, "updated_at"]))
+    update = _TURN_UPDATES.get(names)
+    if update is None:
+        columns = [field for field in map(Turn._meta.get_field, names) if isinstance(field, Field)]
+        if len(columns) != len(names):
+            raise ValueError(f"not columns of a turn: {names}")
+        assignments = ", ".join(f"{connection.ops.quote_name(str(field.column))} = %s" for field in columns)
+        update = _TURN_UPDATES.setdefault(
+            names, (f"UPDATE {connection.ops.quote_name(Turn._meta.db_table)} SET {assignments} WHERE id = %s", columns))
+    sql, columns = update
+    if not turn.language:
+        turn.language = turn.conversation.language  # as Turn.save does (not saved unless named)
+    params = [field.get_db_prep_save(field.pre_save(turn, False), connection) for field in columns]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, turn.pk])
+        if cursor.rowcount != 1:
+            raise DatabaseError(f"turn {turn.pk} is gone: its fields {', '.join(names)} were not saved")
+
+
 def turn_status_set(*, turn: Turn, status: str, also: tuple[str, ...] = ()) -> None:
     """Move a turn to ``status`` and tell the customer; ``also``: other fields the caller set, saved with it."""
     with transaction.atomic(savepoint=False):
         turn.status = status
-        turn.save(update_fields=["status", "updated_at", *also])
+        turn_fields_save(turn=turn, fields=("status", *also))
         turn_event_emit(turn=turn, type="status", payload={"status": status})
 
 
@@ -150,7 +181,7 @@ def turn_fail(*, turn: Turn, stage: str, code: str, detail: str = "", message_ke
         turn.status = Turn.Status.FAILED
         turn.error_code = code
         turn.error_detail = detail[:2000]
-        turn.save(update_fields=["status", "error_code", "error_detail", "updated_at"])
+        turn_fields_save(turn=turn, fields=("status", "error_code", "error_detail"))
         turn_event_emit(
             turn=turn,
             type="error",
@@ -169,7 +200,7 @@ def turn_finish(*, turn: Turn, status: str, also: tuple[str, ...] = (), locked: 
         if not (locked and connection.in_atomic_block) and not turn_lock_unfinished(turn=turn):
             return
         turn.status = status
-        turn.save(update_fields=["status", "updated_at", *also])
+        turn_fields_save(turn=turn, fields=("status", *also))
         turn_event_emit(turn=turn, type="done", payload={"status": status})
         # The end goes out now: no later event would reveal a lost push, and the stage's
         # remaining work (records, diagnostics) must not hold it up.

@@ -18,7 +18,7 @@ from supportdesk.events import turn_event_emit
 from supportdesk.handoff import conversation_with_person, inbox_notify
 from supportdesk.models import Turn
 from supportdesk.pipeline.turnlog import stage_fail, stage_finish, stage_logged
-from supportdesk.services import turn_lock_at, turn_status_move, turn_status_set
+from supportdesk.services import turn_fields_save, turn_lock_at, turn_status_move, turn_status_set
 
 
 def guard_stage_run(*, turn: Turn) -> None:
@@ -50,14 +50,14 @@ def guard_stage_run(*, turn: Turn) -> None:
                     return
                 turn_status_set(turn=turn, status=Turn.Status.PLANNING, also=("guard_result",))
                 return
-            turn.save(update_fields=["guard_result", "updated_at"])
+            turn_fields_save(turn=turn, fields=("guard_result",))
         if verdict.status == "blocked":
             # DT-001: stop before SGR; the model never sees the message.
             outputs = guardian_block_render(verdict=verdict, language=language)
             with transaction.atomic():
                 turn.ui_response = outputs.ui_response
                 turn.plan_result = {"final_action": "guardian_block", "context_synthetic": outputs.context_synthetic}
-                turn.save(update_fields=["ui_response", "plan_result", "updated_at"])
+                turn_fields_save(turn=turn, fields=("ui_response", "plan_result"))
                 plan_record_save(
                     turn_id=turn.pk, conversation_id=turn.conversation_id, language=language, verdict=verdict,
                     outputs=outputs, injection_mode=turn.conversation.injection_mode,
@@ -69,6 +69,6 @@ def guard_stage_run(*, turn: Turn) -> None:
             # The guardian could not answer and we may not continue unscreened; the message stays saved.
             with transaction.atomic():
                 turn.ui_response = ui_string("guard_unavailable", language)
-                turn.save(update_fields=["ui_response", "updated_at"])
+                turn_fields_save(turn=turn, fields=("ui_response",))
                 stage_fail(turn=turn, stage="guard", code="guard_unavailable", detail=verdict.error,
                            message_key="guard_unavailable")

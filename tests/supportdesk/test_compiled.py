@@ -1,9 +1,9 @@
-"""Reads compiled once (supportdesk.compiled): the same rows and objects as the queryset they stand for."""
+"""Statements built once (supportdesk.compiled, turn_fields_save): the same rows, objects and writes as the ORM's."""
 
 from __future__ import annotations
 
 import pytest
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.db.models import Model
 from django.db.transaction import TransactionManagementError
 
@@ -12,7 +12,7 @@ from supportdesk.handoff import conversation_with_person
 from supportdesk.models import Conversation, Turn
 from supportdesk.pipeline.submit import message_receive
 from supportdesk.selectors import turn_get_for_stage, turn_synthetic, turns_before
-from supportdesk.services import conversation_create, turn_lock_at, turn_lock_unfinished
+from supportdesk.services import conversation_create, turn_fields_save, turn_lock_at, turn_lock_unfinished
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -107,3 +107,19 @@ def test_the_turns_before_are_the_conversation_s_earlier_turns_with_what_the_his
         assert [past.answer_message for past in earlier] == [None, None]
         assert turn_synthetic(earlier[0]) == "analysis" and turn_synthetic(earlier[1]) == ""
     assert turns_before(turn=first) == [] and turns_before(turn=other) == []
+
+
+def test_a_turn_s_fields_are_saved_as_save_would_and_a_gone_turn_fails(no_enqueue):
+    turn = message_receive(conversation=conversation_create().conversation, text="hello")
+    before = Turn.objects.get(pk=turn.pk).updated_at
+    turn.status, turn.guard_result, turn.ui_response = Turn.Status.PLANNING, {"status": "passed"}, "kept in memory only"
+    turn_fields_save(turn=turn, fields=("status", "guard_result"))
+    saved = Turn.objects.get(pk=turn.pk)
+    assert (saved.status, saved.guard_result, saved.ui_response) == (Turn.Status.PLANNING, {"status": "passed"}, "")
+    assert saved.updated_at == turn.updated_at > before
+    turn.guard_result = None  # SQL NULL, as save stores it
+    turn_fields_save(turn=turn, fields=("guard_result",))
+    assert Turn.objects.filter(pk=turn.pk, guard_result__isnull=True).exists()
+    Turn.objects.filter(pk=turn.pk).delete()
+    with pytest.raises(DatabaseError, match="gone"):
+        turn_fields_save(turn=turn, fields=("status",))
