@@ -13,6 +13,7 @@ from sgr.models import PlanRecord
 from sgr.records import plan_record_answer_save, plan_record_get
 from sgr.schema import TOOL_NAME
 from sgr.strings import ui_string
+from supportdesk.compiled import CompiledRead
 from supportdesk.pipeline.answer.agent import AgentOutcome, agent_run
 from supportdesk.pipeline.answer.batching import TokenBatcher
 from supportdesk.pipeline.answer.final import FinalAnswer, final_answer_build
@@ -182,8 +183,14 @@ def answer_restart_clear(*, turn: Turn) -> None:
     The retract event comes before the new tokens, so a client replaying from any
     ``last_seq`` ends with exactly one copy of the answer.
     """
-    if TurnEvent.objects.filter(turn=turn, type=TurnEvent.Type.TOKEN).exists():
+    if _TOKEN_STREAMED.first(turn.pk) is not None:
         turn_event_emit(turn=turn, type="retract", payload={"reason": "retry", "text": ""})
+
+
+# Asked by every answer stage (compiled once, supportdesk.compiled).
+_TOKEN_STREAMED = CompiledRead(
+    lambda turn_id: TurnEvent.objects.filter(turn_id=turn_id, type=TurnEvent.Type.TOKEN).order_by().values_list("pk")[:1]
+)
 
 
 def agent_diagnostics(outcome: AgentOutcome) -> dict[str, Any]:
