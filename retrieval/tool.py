@@ -6,6 +6,7 @@ import logging
 import time
 
 from django import db
+from django.db import connection
 from django.conf import settings
 
 from retrieval.confidence import compute_retrieval_confidence, relevance
@@ -102,10 +103,18 @@ def _turn_numbers(turn_id: int | None, *, after: int | None = None) -> dict[int,
     """Document id → citation number of the articles earlier calls of this turn gave the model."""
     if turn_id is None:
         return {}
-    traces = QueryTrace.objects.filter(turn_id=turn_id, pk__gt=after or 0)
     numbers: dict[int, int] = {}
-    for results in traces.order_by("pk").values_list("results", flat=True):
-        for row in results:
-            if row.get("number") is not None:
-                numbers.setdefault(row["document_id"], row["number"])
+    with connection.cursor() as cursor:
+        cursor.execute(_TURN_NUMBERS_SQL, [turn_id, after or 0])
+        for document_id, number in cursor.fetchall():
+            numbers.setdefault(document_id, number)
     return numbers
+
+
+# The numbered results of a turn's traces, in the order they were given. In SQL: the ORM would compile
+# the query and decode every trace's JSON for each search (~2.5 % of a stage worker's CPU, issue 31).
+_TURN_NUMBERS_SQL = (
+    "SELECT (hit ->> 'document_id')::bigint, (hit ->> 'number')::bigint "
+    f"FROM {QueryTrace._meta.db_table} trace, jsonb_array_elements(trace.results) WITH ORDINALITY AS hits(hit, place) "
+    "WHERE trace.turn_id = %s AND trace.id > %s AND hit ->> 'number' IS NOT NULL ORDER BY trace.id, place"
+)
