@@ -95,8 +95,10 @@ def _trace_row(article: Article, number: int | None) -> dict[str, object]:
 
 def turn_search_mark(turn_id: int) -> int:
     """The id of the turn's last search so far (0 before any): an answer attempt's numbering starts after it."""
-    last = QueryTrace.objects.filter(turn_id=turn_id).order_by("-pk").values_list("pk", flat=True).first()
-    return last or 0
+    with connection.cursor() as cursor:  # every answer stage asks: in SQL, as _turn_numbers
+        cursor.execute(f"SELECT max(id) FROM {QueryTrace._meta.db_table} WHERE turn_id = %s", [turn_id])
+        row = cursor.fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
 
 
 def _turn_numbers(turn_id: int | None, *, after: int | None = None) -> dict[int, int]:
