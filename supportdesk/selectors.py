@@ -7,6 +7,7 @@ from typing import Any
 from django.core.exceptions import ObjectDoesNotExist
 from django.db.models import QuerySet, Subquery
 
+from sgr.models import PlanRecord
 from supportdesk.compiled import CompiledRead
 from supportdesk.models import Conversation, Turn
 
@@ -63,6 +64,17 @@ _TURNS_BEFORE = CompiledRead(_turns_before_query)
 def turns_before(*, turn: Turn) -> list[Turn]:
     """The conversation's earlier turns, oldest first, with their messages and plan records."""
     return sorted(_TURNS_BEFORE.rows(turn.pk), key=lambda past: (past.created_at, past.pk))
+
+
+# One record per turn: no ORDER BY (the model's default ordering costs CPU on every stage); read by
+# the plan and answer stages of every turn, so compiled once.
+_PLAN_RECORD = CompiledRead(lambda turn_id: PlanRecord.objects.filter(turn_id=turn_id).order_by()[:1])
+
+
+def plan_record_get(*, turn_id: int) -> PlanRecord | None:
+    """The turn's PlanRecord, or None before it is planned."""
+    record: PlanRecord | None = _PLAN_RECORD.first(turn_id)
+    return record
 
 
 def turn_plan_record(turn: Turn) -> Any:

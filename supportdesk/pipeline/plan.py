@@ -18,7 +18,7 @@ from retrieval.signals import kb_relevance
 from sgr.models import PlanRecord
 from sgr.planner import PlanningContext, plan_request
 from sgr.intent import intent_grounded
-from sgr.records import plan_record_get, plan_record_outputs_save, plan_record_planner_save
+from sgr.records import plan_record_outputs_save, plan_record_planner_save
 from sgr.render import outputs_render
 from sgr.routing import route
 from sgr.schema import Plan
@@ -28,7 +28,7 @@ from supportdesk.events import turn_event_emit
 from supportdesk.handoff import conversation_handoff_request, conversation_with_person, handoff_if_failing
 from supportdesk.llm import llm_client
 from supportdesk.models import Turn
-from supportdesk.selectors import context_history, turn_plan_record, turns_before
+from supportdesk.selectors import context_history, plan_record_get, turn_plan_record, turns_before
 from supportdesk.pipeline.turnlog import stage_finish, stage_logged
 from supportdesk.services import message_language, turn_lock_at, turn_status_set
 

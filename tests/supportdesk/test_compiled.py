@@ -7,11 +7,12 @@ from django.db import DatabaseError, transaction
 from django.db.models import Model
 from django.db.transaction import TransactionManagementError
 
+from sgr.models import PlanRecord
 from supportdesk.compiled import CompiledRead
 from supportdesk.handoff import conversation_with_person
 from supportdesk.models import Conversation, Turn
 from supportdesk.pipeline.submit import message_receive
-from supportdesk.selectors import turn_get_for_stage, turn_synthetic, turns_before
+from supportdesk.selectors import plan_record_get, turn_get_for_stage, turn_synthetic, turns_before
 from supportdesk.services import conversation_create, turn_fields_save, turn_lock_at, turn_lock_unfinished
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -123,3 +124,13 @@ def test_a_turn_s_fields_are_saved_as_save_would_and_a_gone_turn_fails(no_enqueu
     Turn.objects.filter(pk=turn.pk).delete()
     with pytest.raises(DatabaseError, match="gone"):
         turn_fields_save(turn=turn, fields=("status",))
+
+
+def test_the_plan_record_of_a_turn_is_read_once_planned(no_enqueue):
+    turn = message_receive(conversation=conversation_create().conversation, text="hello")
+    assert plan_record_get(turn_id=turn.pk) is None
+    PlanRecord.objects.create(turn_id=turn.pk, conversation_id=turn.conversation_id, plan={"action": "normal"},
+                              context_synthetic="## Analysis")
+    record = plan_record_get(turn_id=turn.pk)
+    assert record is not None and record.turn_id == turn.pk
+    assert (record.plan, record.context_synthetic) == ({"action": "normal"}, "## Analysis")

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import transaction
 
 from sgr.models import PlanRecord
-from sgr.records import plan_record_answer_save, plan_record_get
+from sgr.records import plan_record_answer_save
 from sgr.schema import TOOL_NAME
 from sgr.strings import ui_string
 from supportdesk.compiled import CompiledRead
@@ -26,7 +26,7 @@ from supportdesk.events import turn_event_emit
 from supportdesk.handoff import conversation_with_person
 from supportdesk.llm import llm_client
 from supportdesk.models import Message, Turn, TurnEvent
-from supportdesk.selectors import context_history, turn_synthetic
+from supportdesk.selectors import context_history, plan_record_get, turn_synthetic
 from supportdesk.pipeline.answer.echo_filter import answer_text_clean
 from supportdesk.pipeline.answer.moderation import answer_moderate
 from supportdesk.pipeline.turnlog import stage_finish, stage_logged
