@@ -12,7 +12,8 @@ transaction: the widget, the inbox and analytics read one history. The inbox is 
 
 While the owner is not ``bot`` the customer's messages are still saved and screened (their turns
 run the guard stage) and then end as ``human``: the assistant never answers them
-(:func:`conversation_with_person`, asked by the guard and plan stages).
+(an owner in :data:`WITH_PERSON`: read with the turn's lock by the guard and plan stages,
+``services.turn_lock_owner``; :func:`conversation_with_person` for the answer stage).
 """
 
 from __future__ import annotations
@@ -75,9 +76,13 @@ def can_handle(user: Any) -> bool:
                 and user.has_perm(PERMISSION))
 
 
-# Asked by every stage of every turn: compiled once.
+# A person is asked for or answering: the assistant must not answer the customer.
+WITH_PERSON = (Owner.WAITING, Owner.HUMAN)
+
+# Asked by the answer stage of every turn (the guard and plan stages read the owner with their turn's
+# lock, services.turn_lock_owner): compiled once.
 _WITH_PERSON = CompiledRead(
-    lambda conversation_id: Conversation.objects.filter(pk=conversation_id, owner__in=(Owner.WAITING, Owner.HUMAN))
+    lambda conversation_id: Conversation.objects.filter(pk=conversation_id, owner__in=WITH_PERSON)
     .order_by().values_list("pk")[:1]
 )
 

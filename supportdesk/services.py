@@ -142,9 +142,12 @@ def turn_status_move(*, turn: Turn, status: str, expected: str) -> bool:
     return turn_status_move_emit(turn=turn, status=status, expected=expected) is not None
 
 
-# The turn's status, its row locked for the current transaction (compiled once: every stage locks its turn).
+# The turn's status and its conversation's owner, the turn's row (only) locked for the current
+# transaction. Compiled once: every stage locks its turn, and asks next whether a person has the
+# conversation (one statement for both).
 _TURN_STATUS_LOCKED = CompiledRead(
-    lambda turn_id: Turn.objects.select_for_update().filter(pk=turn_id).order_by().values_list("status")[:1]
+    lambda turn_id: Turn.objects.select_for_update(of=("self",)).filter(pk=turn_id).order_by()
+    .values_list("status", "conversation__owner")[:1]
 )
 
 
@@ -157,6 +160,13 @@ def turn_lock_at(*, turn: Turn, status: str) -> bool:
     """Lock the turn's row for the current transaction; True when it is still at ``status`` (a second
     copy of the stage, sent again by turn recovery, may have moved it on: then do nothing)."""
     return _turn_status_locked(turn) == status
+
+
+def turn_lock_owner(*, turn: Turn, status: str) -> str | None:
+    """:func:`turn_lock_at`, and the owner of the turn's conversation (``Conversation.Owner``) read in
+    the same statement: None when the turn is no longer at ``status``."""
+    row = _TURN_STATUS_LOCKED.first(turn.pk)
+    return str(row[1]) if row is not None and row[0] == status else None
 
 
 def turn_lock_unfinished(*, turn: Turn) -> bool:

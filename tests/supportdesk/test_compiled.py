@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import Model
 from django.db.transaction import TransactionManagementError
 
@@ -13,7 +15,9 @@ from supportdesk.handoff import conversation_with_person
 from supportdesk.models import Conversation, Turn
 from supportdesk.pipeline.submit import message_receive
 from supportdesk.selectors import plan_record_get, turn_get_for_stage, turn_synthetic, turns_before
-from supportdesk.services import conversation_create, turn_fields_save, turn_lock_at, turn_lock_unfinished
+from supportdesk.services import (
+    conversation_create, turn_fields_save, turn_lock_at, turn_lock_owner, turn_lock_unfinished,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -67,6 +71,28 @@ def test_the_turn_lock_reads_the_status_inside_a_transaction_only(no_enqueue):
         assert not turn_lock_unfinished(turn=turn)
     with pytest.raises(TransactionManagementError):  # FOR UPDATE outside a transaction, as the ORM says
         turn_lock_at(turn=turn, status=Turn.Status.DONE)
+
+
+def test_the_turn_lock_reads_the_conversation_s_owner_and_locks_the_turn_only(no_enqueue):
+    turn = message_receive(conversation=conversation_create().conversation, text="hello")
+    with transaction.atomic():
+        assert turn_lock_owner(turn=turn, status=Turn.Status.QUEUED) == Conversation.Owner.BOT
+        assert turn_lock_owner(turn=turn, status=Turn.Status.GUARDING) is None
+        # The conversation's row is not locked: staff can claim it meanwhile (another connection).
+        claimed = threading.Thread(target=_owner_set, args=(turn.conversation_id, Conversation.Owner.HUMAN))
+        claimed.start()
+        claimed.join(10)
+        assert not claimed.is_alive()
+        assert turn_lock_owner(turn=turn, status=Turn.Status.QUEUED) == Conversation.Owner.HUMAN
+
+
+def _owner_set(conversation_id: int, owner: str) -> None:
+    try:
+        with transaction.atomic():  # NOWAIT: a locked row fails at once instead of waiting for the test
+            list(Conversation.objects.select_for_update(nowait=True).filter(pk=conversation_id))
+            Conversation.objects.filter(pk=conversation_id).update(owner=owner)
+    finally:
+        connection.close()
 
 
 def test_a_person_on_the_conversation_is_seen_at_once():
