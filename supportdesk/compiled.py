@@ -4,8 +4,8 @@ A stage worker runs a few small ORM reads for every stage of every turn (the tur
 conversation and message, the row lock, "is a person on this conversation?"). Django builds the
 SQL of a queryset anew at each evaluation; for the turn's joined read that was ~8 % of a stage
 worker's CPU under a burst (``docs/benchmarks.md``, issue 31), more than running the statement.
-A :class:`CompiledRead` is the same queryset, compiled once with a stand-in for its one
-parameter; each call binds the parameter, runs the statement and builds the rows as the
+A :class:`CompiledRead` is the same queryset, compiled once with stand-ins for its
+parameters; each call binds them, runs the statement and builds the rows as the
 queryset would (the field converters, ``select_related`` objects included).
 """
 
@@ -23,8 +23,9 @@ from django.db.transaction import TransactionManagementError
 
 M = TypeVar("M", bound=Model)
 
-# Stands in for the parameter while the SQL is compiled (never executed): inside the range of every
-# integer column, positive ones included (Django compiles a condition out of range to nothing).
+# Stand for the parameters while the SQL is compiled (never executed; the first, the next one up, ...):
+# inside the range of every integer column, positive ones included (Django compiles a condition out
+# of range to nothing).
 _STAND_IN = 2_017_346_029
 
 
@@ -32,7 +33,7 @@ _STAND_IN = 2_017_346_029
 class _Compiled:
     sql: str
     params: tuple[Any, ...]
-    at: tuple[int, ...]  # the parameter's places in ``params``
+    at: tuple[tuple[int, int], ...]  # (place in ``params``, which parameter)
     converters: list[tuple[int, tuple[list[Callable[..., Any]], Any]]]
     for_update: bool
     model: type[Model] | None  # None: rows as tuples (``values_list``)
@@ -42,24 +43,27 @@ class _Compiled:
 
 
 class CompiledRead(Generic[M]):
-    """``build(parameter)`` -> the queryset (a model or ``values_list`` query on the default database),
-    compiled at the first call. The parameter must reach the SQL unchanged (an id; a subquery may take
-    it again, e.g. to compare with a column of the row it names)."""
+    """``build(*parameters)`` -> the queryset (a model or ``values_list`` query on the default database),
+    compiled at the first call. Each of the ``parameters`` integers must reach the SQL unchanged (an id,
+    a sequence number; a subquery may take one again, e.g. to compare with a column of the row it names)."""
 
-    def __init__(self, build: Callable[[Any], QuerySet[M, Any]]) -> None:
+    def __init__(self, build: Callable[..., QuerySet[M, Any]], *, parameters: int = 1) -> None:
         self._build = build
+        self._parameters = parameters
         self._compiled: _Compiled | None = None
         self._lock = threading.Lock()
 
-    def rows(self, parameter: Any) -> Iterator[Any]:
-        """The queryset's results for ``parameter`` (model instances, or tuples for ``values_list``)."""
+    def rows(self, *parameters: Any) -> Iterator[Any]:
+        """The queryset's results for ``parameters`` (model instances, or tuples for ``values_list``)."""
         compiled = self._compiled or self._compile()
         connection = connections[DEFAULT_DB_ALIAS]
         if compiled.for_update and connection.get_autocommit():
             raise TransactionManagementError("select_for_update cannot be used outside of a transaction.")
         params = list(compiled.params)
-        for place in compiled.at:
-            params[place] = parameter
+        if len(parameters) != self._parameters:
+            raise TypeError(f"{self._parameters} parameters expected, not {len(parameters)}")
+        for place, which in compiled.at:
+            params[place] = parameters[which]
         with connection.cursor() as cursor:
             cursor.execute(compiled.sql, params)
             fetched = cursor.fetchall()
@@ -78,20 +82,21 @@ class CompiledRead(Generic[M]):
                 populator.populate(row, instance)
             yield instance
 
-    def first(self, parameter: Any) -> Any:
-        """The first result for ``parameter``, or None."""
-        return next(self.rows(parameter), None)
+    def first(self, *parameters: Any) -> Any:
+        """The first result for ``parameters``, or None."""
+        return next(self.rows(*parameters), None)
 
     def _compile(self) -> _Compiled:
         with self._lock:
             if self._compiled is not None:
                 return self._compiled
-            queryset = self._build(_STAND_IN)
+            stand_ins = [_STAND_IN + which for which in range(self._parameters)]
+            queryset = self._build(*stand_ins)
             compiler = queryset.query.get_compiler(using=DEFAULT_DB_ALIAS)
             sql, params = compiler.as_sql()
-            places = [i for i, value in enumerate(params) if value == _STAND_IN]
-            if not places:
-                raise ValueError(f"the parameter does not reach the SQL: {sql}")
+            places = [(i, stand_ins.index(value)) for i, value in enumerate(params) if value in stand_ins]
+            if {which for _, which in places} != set(range(self._parameters)):
+                raise ValueError(f"a parameter does not reach the SQL: {sql}")
             columns = [column[0] for column in compiler.select[: compiler.col_count]]
             converters = list(compiler.get_converters(columns).items())
             klass_info = compiler.klass_info

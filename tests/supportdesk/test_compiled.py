@@ -12,7 +12,8 @@ from django.db.transaction import TransactionManagementError
 from sgr.models import PlanRecord
 from supportdesk.compiled import CompiledRead
 from supportdesk.handoff import conversation_with_person
-from supportdesk.models import Conversation, Turn
+from supportdesk.events import conversation_events_after, turn_event_emit
+from supportdesk.models import Conversation, Turn, TurnEvent
 from supportdesk.pipeline.submit import message_receive
 from supportdesk.selectors import plan_record_get, turn_get_for_stage, turn_synthetic, turns_before
 from supportdesk.services import (
@@ -105,9 +106,22 @@ def test_a_person_on_the_conversation_is_seen_at_once():
 
 
 def test_a_parameter_that_does_not_reach_the_sql_is_refused():
-    read = CompiledRead(lambda pk: Conversation.objects.filter(last_event_seq__gte=0))
+    read = CompiledRead(lambda pk, seq: Conversation.objects.filter(pk=pk, last_event_seq__gte=0), parameters=2)
     with pytest.raises(ValueError, match="does not reach the SQL"):
-        read.first(1)
+        read.first(1, 2)
+
+
+def test_the_events_after_a_seq_are_the_conversation_s_in_order(no_enqueue):
+    conversation = conversation_create().conversation
+    turn = message_receive(conversation=conversation, text="hello")  # its status event: seq 1
+    message_receive(conversation=conversation_create().conversation, text="another customer")
+    for text in ("a", "b", "c"):
+        turn_event_emit(turn=turn, type="token", payload={"text": text})
+    after = conversation_events_after(conversation=conversation, after_seq=2)
+    assert [(event.seq, event.type, event.payload) for event in after] == [
+        (3, "token", {"text": "b"}), (4, "token", {"text": "c"})]
+    assert after[0].as_frame() == TurnEvent.objects.get(conversation=conversation, seq=3).as_frame()
+    assert conversation_events_after(conversation=conversation, after_seq=4) == []
 
 
 def test_a_parameter_used_twice_is_bound_in_both_places():
