@@ -172,7 +172,10 @@ class _EventByEvent:
         self._pending = b""
 
     def ready(self) -> bool:
-        return _EVENT_END.search(self._pending) is not None
+        """The next event is here, and it carries data (a comment such as a keep-alive yields no
+        chunk: taking it would go on to wait for the network)."""
+        end = _EVENT_END.search(self._pending)
+        return end is not None and any(line.startswith(b"data") for line in self._pending[: end.start()].splitlines())
 
     def iter_bytes(self, iterator: Iterator[bytes]) -> Iterator[ServerSentEvent]:
         return self._decoder.iter_bytes(self._events(iterator))
