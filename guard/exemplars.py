@@ -207,8 +207,9 @@ def exemplars_score(*, vector: np.ndarray, exemplars: ExemplarSet, config: Exemp
     similarities = exemplars.vectors @ vector if exemplars.ids else np.zeros(0, dtype=np.float32)
     harmful_idx = np.flatnonzero(exemplars.harmful)
     allowed_idx = np.flatnonzero(~exemplars.harmful)
-    ranked_harmful = [int(i) for i in harmful_idx[np.argsort(-similarities[harmful_idx], kind="stable")]]
-    ranked_allowed = [int(i) for i in allowed_idx[np.argsort(-similarities[allowed_idx], kind="stable")]]
+    # ``tolist``: Python ints at once (an int() per exemplar was a guard stage's hot loop, issue 31).
+    ranked_harmful: list[int] = harmful_idx[np.argsort(-similarities[harmful_idx], kind="stable")].tolist()
+    ranked_allowed: list[int] = allowed_idx[np.argsort(-similarities[allowed_idx], kind="stable")].tolist()
     h1 = float(similarities[ranked_harmful[0]]) if ranked_harmful else -1.0
     hk = _top_mean(similarities[harmful_idx], config.k)
     ak = _top_mean(similarities[allowed_idx], config.k)

@@ -1,4 +1,5 @@
-"""PlanRecord services and selectors: one record per turn, for analysts and for retries."""
+"""PlanRecord services: one record per turn, for analysts and for retries (the stages read a turn's
+record through ``supportdesk.selectors.plan_record_get``)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,6 @@ from sgr.models import PlanRecord
 from sgr.planner import PlanningContext, PlanOutcome
 from sgr.render import RenderedOutputs
 from sgr.routing import RoutingDecision
-
-
-def plan_record_get(*, turn_id: int) -> PlanRecord | None:
-    # One record per turn: no ORDER BY (the model's default ordering costs CPU on every stage).
-    return next(iter(PlanRecord.objects.filter(turn_id=turn_id).order_by()[:1]), None)
 
 
 def plan_record_planner_save(

@@ -35,6 +35,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from supportdesk.compiled import CompiledRead
 from supportdesk.models import Conversation, Turn, TurnEvent
 
 logger = logging.getLogger(__name__)
@@ -331,4 +332,13 @@ def group_broadcast(*, group: str, frame: dict[str, Any], key: int = 0) -> None:
 
 def conversation_events_after(*, conversation: Conversation, after_seq: int) -> list[TurnEvent]:
     """Stored events of a conversation with ``seq > after_seq``, in order."""
-    return list(TurnEvent.objects.filter(conversation=conversation, seq__gt=after_seq).order_by("seq"))
+    return list(_EVENTS_AFTER.rows(conversation.pk, after_seq))
+
+
+# Every socket with a turn in flight reads it when silent for WS_CATCHUP_SECONDS (most of them during
+# a burst, every few seconds) and on a gap: compiled once.
+_EVENTS_AFTER = CompiledRead(
+    lambda conversation_id, after_seq: TurnEvent.objects.filter(conversation_id=conversation_id, seq__gt=after_seq)
+    .order_by("seq"),
+    parameters=2,
+)

@@ -5,7 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import ObjectDoesNotExist
+from django.db.models import QuerySet, Subquery
 
+from sgr.models import PlanRecord
+from supportdesk.compiled import CompiledRead
 from supportdesk.models import Conversation, Turn
 
 
@@ -28,22 +31,50 @@ def conversation_turn_open(*, conversation: Conversation) -> bool:
 # no order; a conversation's few earlier turns are put in order here.
 
 
+_TURN_FOR_STAGE = CompiledRead(
+    lambda turn_id: Turn.objects.select_related("conversation", "user_message").filter(pk=turn_id).order_by()[:1]
+)
+
+
 def turn_get_for_stage(*, turn_id: int) -> Turn | None:
-    found = Turn.objects.select_related("conversation", "user_message").filter(pk=turn_id).order_by()[:1]
-    return next(iter(found), None)
+    """The turn with its conversation and message (compiled once: three times a turn, docs/benchmarks.md)."""
+    turn: Turn | None = _TURN_FOR_STAGE.first(turn_id)
+    return turn
 
 
-def turns_before(*, turn: Turn) -> list[Turn]:
-    """The conversation's earlier turns, oldest first, with their messages and plan records."""
-    earlier = (
-        Turn.objects.filter(conversation_id=turn.conversation_id, created_at__lt=turn.created_at)
+def _turns_before_query(turn_id: int) -> QuerySet[Turn]:
+    """The turns of ``turn_id``'s conversation created before it (the turn's row named by its id alone,
+    so the statement is compiled once: see ``_TURNS_BEFORE``)."""
+    of_turn = Turn.objects.filter(pk=turn_id).order_by()
+    return (
+        Turn.objects.filter(conversation_id=Subquery(of_turn.values("conversation_id")),
+                            created_at__lt=Subquery(of_turn.values("created_at")))
         .select_related("user_message", "answer_message", "plan_record")
         # What the history and the clarify follow-up read: the joined rows are wide (JSON columns).
         .only("created_at", "plan_result", "user_message__text", "answer_message__text",
               "plan_record__context_synthetic", "plan_record__final_action", "plan_record__plan")
         .order_by()
     )
-    return sorted(earlier, key=lambda past: (past.created_at, past.pk))
+
+
+# Read by the plan stage (twice) and the answer stage of every turn.
+_TURNS_BEFORE = CompiledRead(_turns_before_query)
+
+
+def turns_before(*, turn: Turn) -> list[Turn]:
+    """The conversation's earlier turns, oldest first, with their messages and plan records."""
+    return sorted(_TURNS_BEFORE.rows(turn.pk), key=lambda past: (past.created_at, past.pk))
+
+
+# One record per turn: no ORDER BY (the model's default ordering costs CPU on every stage); read by
+# the plan and answer stages of every turn, so compiled once.
+_PLAN_RECORD = CompiledRead(lambda turn_id: PlanRecord.objects.filter(turn_id=turn_id).order_by()[:1])
+
+
+def plan_record_get(*, turn_id: int) -> PlanRecord | None:
+    """The turn's PlanRecord, or None before it is planned."""
+    record: PlanRecord | None = _PLAN_RECORD.first(turn_id)
+    return record
 
 
 def turn_plan_record(turn: Turn) -> Any:

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Sequence
 from typing import Any
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
+from django.db.models import Field
 
 from retrieval.language import language_detect
 from sgr.strings import supported_language, ui_string
+from supportdesk.compiled import CompiledRead
 from supportdesk.events import turn_event_emit, turn_events_flush, turn_status_move_emit
 from supportdesk.models import Conversation, Turn, new_access_token, token_hash
 from supportdesk.ratelimit import rate_limit_exceeded
@@ -96,11 +99,40 @@ def message_language(*, text: str) -> str | None:
     return supported_language(detected) if detected else None
 
 
+# The UPDATE of each set of a turn's fields, built once: a stage saves its turn a few times (a status,
+# its result, the end), and Model.save compiles the statement anew each time (issue 31).
+_TURN_UPDATES: dict[tuple[str, ...], tuple[str, list[Field[Any, Any]]]] = {}
+
+
+def turn_fields_save(*, turn: Turn, fields: Sequence[str]) -> None:
+    """``turn.save(update_fields=[*fields, "updated_at"])``, in one UPDATE built once per set of fields.
+
+    Turn has no save signals; like ``save``, it fails when the row is gone.
+    """
+    names = tuple(dict.fromkeys([*fields, "updated_at"]))
+    update = _TURN_UPDATES.get(names)
+    if update is None:
+        columns = [field for field in map(Turn._meta.get_field, names) if isinstance(field, Field)]
+        if len(columns) != len(names):
+            raise ValueError(f"not columns of a turn: {names}")
+        assignments = ", ".join(f"{connection.ops.quote_name(str(field.column))} = %s" for field in columns)
+        update = _TURN_UPDATES.setdefault(
+            names, (f"UPDATE {connection.ops.quote_name(Turn._meta.db_table)} SET {assignments} WHERE id = %s", columns))
+    sql, columns = update
+    if not turn.language:
+        turn.language = turn.conversation.language  # as Turn.save does (not saved unless named)
+    params = [field.get_db_prep_save(field.pre_save(turn, False), connection) for field in columns]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, turn.pk])
+        if cursor.rowcount != 1:
+            raise DatabaseError(f"turn {turn.pk} is gone: its fields {', '.join(names)} were not saved")
+
+
 def turn_status_set(*, turn: Turn, status: str, also: tuple[str, ...] = ()) -> None:
     """Move a turn to ``status`` and tell the customer; ``also``: other fields the caller set, saved with it."""
     with transaction.atomic(savepoint=False):
         turn.status = status
-        turn.save(update_fields=["status", "updated_at", *also])
+        turn_fields_save(turn=turn, fields=("status", *also))
         turn_event_emit(turn=turn, type="status", payload={"status": status})
 
 
@@ -110,18 +142,38 @@ def turn_status_move(*, turn: Turn, status: str, expected: str) -> bool:
     return turn_status_move_emit(turn=turn, status=status, expected=expected) is not None
 
 
+# The turn's status and its conversation's owner, the turn's row (only) locked for the current
+# transaction. Compiled once: every stage locks its turn, and asks next whether a person has the
+# conversation (one statement for both).
+_TURN_STATUS_LOCKED = CompiledRead(
+    lambda turn_id: Turn.objects.select_for_update(of=("self",)).filter(pk=turn_id).order_by()
+    .values_list("status", "conversation__owner")[:1]
+)
+
+
+def _turn_status_locked(turn: Turn) -> str | None:
+    row = _TURN_STATUS_LOCKED.first(turn.pk)
+    return None if row is None else str(row[0])
+
+
 def turn_lock_at(*, turn: Turn, status: str) -> bool:
     """Lock the turn's row for the current transaction; True when it is still at ``status`` (a second
     copy of the stage, sent again by turn recovery, may have moved it on: then do nothing)."""
-    return Turn.objects.select_for_update().filter(pk=turn.pk, status=status).exists()
+    return _turn_status_locked(turn) == status
+
+
+def turn_lock_owner(*, turn: Turn, status: str) -> str | None:
+    """:func:`turn_lock_at`, and the owner of the turn's conversation (``Conversation.Owner``) read in
+    the same statement: None when the turn is no longer at ``status``."""
+    row = _TURN_STATUS_LOCKED.first(turn.pk)
+    return str(row[1]) if row is not None and row[0] == status else None
 
 
 def turn_lock_unfinished(*, turn: Turn) -> bool:
     """Lock the turn's row for the current transaction; False when it has already ended (a second
     copy of its stage, sent again by turn recovery, finished it first): the caller must not end it
     again. So a turn ends exactly once, whatever runs twice."""
-    locked = Turn.objects.select_for_update().filter(pk=turn.pk).order_by().values_list("status", flat=True)[:1]
-    status = next(iter(locked), None)
+    status = _turn_status_locked(turn)
     return status is not None and status not in Turn.TERMINAL
 
 
@@ -139,7 +191,7 @@ def turn_fail(*, turn: Turn, stage: str, code: str, detail: str = "", message_ke
         turn.status = Turn.Status.FAILED
         turn.error_code = code
         turn.error_detail = detail[:2000]
-        turn.save(update_fields=["status", "error_code", "error_detail", "updated_at"])
+        turn_fields_save(turn=turn, fields=("status", "error_code", "error_detail"))
         turn_event_emit(
             turn=turn,
             type="error",
@@ -158,7 +210,7 @@ def turn_finish(*, turn: Turn, status: str, also: tuple[str, ...] = (), locked: 
         if not (locked and connection.in_atomic_block) and not turn_lock_unfinished(turn=turn):
             return
         turn.status = status
-        turn.save(update_fields=["status", "updated_at", *also])
+        turn_fields_save(turn=turn, fields=("status", *also))
         turn_event_emit(turn=turn, type="done", payload={"status": status})
         # The end goes out now: no later event would reveal a lost push, and the stage's
         # remaining work (records, diagnostics) must not hold it up.

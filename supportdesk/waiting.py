@@ -6,8 +6,8 @@ waiting on the model. Two things are held only while a stage works:
 
 - **its database connection**, borrowed from the worker's capped pool
   (``config.celery``): given back before each model request and each wait for
-  the next streamed chunk; the next query borrows one again (a hand-over, no new
-  PostgreSQL session);
+  the next streamed chunk (a chunk read already, with an earlier one, is no wait);
+  the next query borrows one again (a hand-over, no new PostgreSQL session);
 - **a CPU slot**: at most ``WORKER_CPU_SLOTS`` stages of a process run Python at
   once. More would only queue on the interpreter lock, where a thread woken by a
   streamed token waits behind every busy one (hundreds of ms under a burst). Who

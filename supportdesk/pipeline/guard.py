@@ -15,10 +15,10 @@ from sgr.render import guardian_block_render
 from sgr.strings import ui_string
 from supportdesk.waiting import db_connection_release
 from supportdesk.events import turn_event_emit
-from supportdesk.handoff import conversation_with_person, inbox_notify
+from supportdesk.handoff import WITH_PERSON, inbox_notify
 from supportdesk.models import Turn
 from supportdesk.pipeline.turnlog import stage_fail, stage_finish, stage_logged
-from supportdesk.services import turn_lock_at, turn_status_move, turn_status_set
+from supportdesk.services import turn_fields_save, turn_lock_owner, turn_status_move, turn_status_set
 
 
 def guard_stage_run(*, turn: Turn) -> None:
@@ -37,12 +37,13 @@ def guard_stage_run(*, turn: Turn) -> None:
         verdict = message_screen(text=text, language=language)
         log.outcome = verdict.status
         with transaction.atomic():
-            if not turn_lock_at(turn=turn, status=Turn.Status.GUARDING):
+            owner = turn_lock_owner(turn=turn, status=Turn.Status.GUARDING)
+            if owner is None:
                 return  # another copy of this stage (turn recovery) screened it first
             turn.guard_result = verdict.model_dump(mode="json")
             guard_check_record(turn_id=turn.pk, verdict=verdict, first=first)
             if verdict.status not in ("blocked", "failed_closed"):  # passed: on to planning
-                if conversation_with_person(conversation_id=turn.conversation_id):
+                if owner in WITH_PERSON:
                     # A person answers this conversation (issue #29): the message is stored and screened,
                     # then left to staff; it never reaches planning or the answer stage.
                     stage_finish(turn=turn, status=Turn.Status.HUMAN, also=("guard_result",), locked=True)
@@ -50,14 +51,14 @@ def guard_stage_run(*, turn: Turn) -> None:
                     return
                 turn_status_set(turn=turn, status=Turn.Status.PLANNING, also=("guard_result",))
                 return
-            turn.save(update_fields=["guard_result", "updated_at"])
+            turn_fields_save(turn=turn, fields=("guard_result",))
         if verdict.status == "blocked":
             # DT-001: stop before SGR; the model never sees the message.
             outputs = guardian_block_render(verdict=verdict, language=language)
             with transaction.atomic():
                 turn.ui_response = outputs.ui_response
                 turn.plan_result = {"final_action": "guardian_block", "context_synthetic": outputs.context_synthetic}
-                turn.save(update_fields=["ui_response", "plan_result", "updated_at"])
+                turn_fields_save(turn=turn, fields=("ui_response", "plan_result"))
                 plan_record_save(
                     turn_id=turn.pk, conversation_id=turn.conversation_id, language=language, verdict=verdict,
                     outputs=outputs, injection_mode=turn.conversation.injection_mode,
@@ -69,6 +70,6 @@ def guard_stage_run(*, turn: Turn) -> None:
             # The guardian could not answer and we may not continue unscreened; the message stays saved.
             with transaction.atomic():
                 turn.ui_response = ui_string("guard_unavailable", language)
-                turn.save(update_fields=["ui_response", "updated_at"])
+                turn_fields_save(turn=turn, fields=("ui_response",))
                 stage_fail(turn=turn, stage="guard", code="guard_unavailable", detail=verdict.error,
                            message_key="guard_unavailable")

@@ -18,19 +18,19 @@ from retrieval.signals import kb_relevance
 from sgr.models import PlanRecord
 from sgr.planner import PlanningContext, plan_request
 from sgr.intent import intent_grounded
-from sgr.records import plan_record_get, plan_record_outputs_save, plan_record_planner_save
+from sgr.records import plan_record_outputs_save, plan_record_planner_save
 from sgr.render import outputs_render
 from sgr.routing import route
 from sgr.schema import Plan
 from sgr.strings import ui_string
 from supportdesk.waiting import DATABASE_BUSY, model_wait
 from supportdesk.events import turn_event_emit
-from supportdesk.handoff import conversation_handoff_request, conversation_with_person, handoff_if_failing
+from supportdesk.handoff import WITH_PERSON, conversation_handoff_request, handoff_if_failing
 from supportdesk.llm import llm_client
 from supportdesk.models import Turn
-from supportdesk.selectors import context_history, turn_plan_record, turns_before
+from supportdesk.selectors import context_history, plan_record_get, turn_plan_record, turns_before
 from supportdesk.pipeline.turnlog import stage_finish, stage_logged
-from supportdesk.services import message_language, turn_lock_at, turn_status_set
+from supportdesk.services import message_language, turn_lock_owner, turn_status_set
 
 logger = logging.getLogger(__name__)
 
@@ -137,9 +137,10 @@ def plan_stage_run(*, turn: Turn) -> None:
         log.outcome = action
         log.tokens = {"prompt": record.prompt_tokens, "completion": record.completion_tokens}
         with transaction.atomic():
-            if not turn_lock_at(turn=turn, status=Turn.Status.PLANNING):
+            owner = turn_lock_owner(turn=turn, status=Turn.Status.PLANNING)
+            if owner is None:
                 return  # another copy of this stage (turn recovery) planned it first: one plan event only
-            if conversation_with_person(conversation_id=turn.conversation_id):
+            if owner in WITH_PERSON:
                 # A person took the conversation while this turn was planned (issue #29): no reply from us.
                 plan_record_outputs_save(record=record, decision=decision, outputs=outputs)
                 stage_finish(turn=turn, status=Turn.Status.HUMAN, locked=True)

@@ -169,6 +169,67 @@ def test_the_answers_wait_for_a_slot_after_the_model_is_not_counted_as_waiting_o
     assert outcome.llm_wait_ms < 150
 
 
+def _streamed_beside_another_stage(slots: CpuSlots, read_first: bytes, read_later: bytes) -> list[object]:
+    """A stage streams an answer whose bytes come in two reads (the second once another stage, queued
+    for the only slot after the first chunk, has had it); the order in which the chunks and the other
+    stage's work happened."""
+    import httpx2
+    import openai
+
+    from supportdesk.pipeline.answer.agent import AgentOutcome, ChunkStream, _timed
+
+    rest_sent, first_seen, other_queued = threading.Event(), threading.Event(), threading.Event()
+    order: list[object] = []
+
+    def body() -> Iterator[bytes]:
+        yield read_first
+        rest_sent.wait(5)
+        yield read_later
+
+    def make() -> ChunkStream:
+        response = httpx2.Response(200, content=body(), request=httpx2.Request("POST", "http://model/"))
+        client = openai.OpenAI(api_key="unused", base_url="http://model/v1")
+        return ChunkStream(cast_to=object, response=response, client=client)
+
+    def stage() -> None:
+        with stage_working(turn=1):
+            for chunk in _timed(make, AgentOutcome(first_token_ms=1.0)):
+                order.append(chunk["n"])
+                if chunk["n"] == 1:
+                    first_seen.set()
+                    other_queued.wait(5)
+
+    def other_stage() -> None:
+        slots.acquire(resume=False, turn=0)
+        order.append("other")
+        slots.release()
+
+    streaming = _started(stage)
+    assert first_seen.wait(5)
+    other = _started(other_stage)
+    _queued(slots, 1)
+    other_queued.set()
+    other.join(5)  # it gets the slot when the stream waits for the model
+    rest_sent.set()
+    streaming.join(5)
+    assert slots.waiting() == 0
+    return order
+
+
+def test_chunks_read_already_are_taken_without_giving_back_the_slot(one_slot):
+    """One read brought three chunks: the stage takes them on its slot, and gives it back only to wait
+    for the end of the stream."""
+    order = _streamed_beside_another_stage(
+        one_slot, b'data: {"n": 1}\n\ndata: {"n": 2}\r\n\r\ndata: {"n": 3}\n\n', b"data: [DONE]\n\n")
+    assert order == [1, 2, 3, "other"]
+
+
+def test_a_keep_alive_read_already_is_no_chunk_the_stage_waits_without_its_slot(one_slot):
+    order = _streamed_beside_another_stage(
+        one_slot, b'data: {"n": 1}\n\n: keep-alive\n\n', b'data: {"n": 2}\n\ndata: [DONE]\n\n')
+    assert order == [1, "other", 2]
+
+
 def test_an_unknown_order_fails_fast():
     with pytest.raises(ValueError, match="WORKER_CPU_ORDER"):
         CpuSlots(2, order="random")

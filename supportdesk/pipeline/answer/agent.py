@@ -10,13 +10,15 @@ streamed pieces. The SGR tool is never offered (DT-003).
 from __future__ import annotations
 
 import json
+import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
 from openai import OpenAI, Stream
+from openai._streaming import SSEBytesDecoder, ServerSentEvent
 
 from supportdesk.pipeline.answer.kb import TOOL_NAME, KbResult, kb_search, kb_tool, kb_tool_message
 from supportdesk.pipeline.answer.stream import TailFilter
@@ -153,21 +155,80 @@ def _completion_stream(client: OpenAI, request: dict[str, Any]) -> Stream[object
     pydantic objects: ~11 % of a stage worker's CPU for 24 chunks, measured (``docs/benchmarks.md``);
     the answer reads four fields of each chunk.
     """
-    # ``Stream[object]``: the chunk type the client casts to, i.e. none (the parsed JSON as it is).
-    return client.post("/chat/completions", body=request, cast_to=object, stream=True, stream_cls=Stream[object])
+    # ``object``: the chunk type the client casts to, i.e. none (the parsed JSON as it is).
+    return client.post("/chat/completions", body=request, cast_to=object, stream=True, stream_cls=ChunkStream)
+
+
+# The blank line that ends a server-sent event (any of the three line ends).
+_EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
+
+
+class _EventByEvent:
+    """The client's SSE decoder, fed one event at a time: the bytes read beyond it wait here, so
+    ``ready`` can tell that the next event has arrived already."""
+
+    def __init__(self, decoder: SSEBytesDecoder) -> None:
+        self._decoder = decoder
+        self._pending = b""
+
+    def ready(self) -> bool:
+        """The next event is here, and it carries data (a comment such as a keep-alive yields no
+        chunk: taking it would go on to wait for the network)."""
+        end = _EVENT_END.search(self._pending)
+        return end is not None and any(line.startswith(b"data") for line in self._pending[: end.start()].splitlines())
+
+    def iter_bytes(self, iterator: Iterator[bytes]) -> Iterator[ServerSentEvent]:
+        return self._decoder.iter_bytes(self._events(iterator))
+
+    def aiter_bytes(self, iterator: AsyncIterator[bytes]) -> AsyncIterator[ServerSentEvent]:
+        return self._decoder.aiter_bytes(iterator)  # a sync stream never calls it
+
+    def _events(self, iterator: Iterator[bytes]) -> Iterator[bytes]:
+        for data in iterator:
+            self._pending += data
+            while (end := _EVENT_END.search(self._pending)) is not None:
+                event, self._pending = self._pending[: end.end()], self._pending[end.end():]
+                yield event
+        event, self._pending = self._pending, b""
+        if event:
+            yield event
+
+
+class ChunkStream(Stream[object]):
+    """The ``openai`` client's stream that knows when its next chunk needs no wait: under a burst a
+    stage comes back to its stream late and one read brings several chunks."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._events = _EventByEvent(self._decoder)
+        self._decoder = self._events
+
+    def next_ready(self) -> bool:
+        """True when the next chunk was read already (with an earlier one): taking it is no wait."""
+        return self._events.ready()
 
 
 def _timed(make: Callable[[], Any], outcome: AgentOutcome) -> Iterator[Any]:
     """Iterate a stream, adding the time spent blocked on the model to ``llm_wait_ms``.
 
-    The stage gives back its database connection and CPU slot for every wait (``supportdesk.waiting``).
+    The stage gives back its database connection and CPU slot for every wait (``supportdesk.waiting``),
+    not for a chunk read already: a hand-off per chunk was ~4 % of a stage worker's CPU under a burst
+    (issue 31), and the slot came back only after every other stage queued for it.
     """
     with model_wait(urgent=outcome.first_token_ms is None):  # the customer waits for the first token
         began = time.monotonic()
         stream = make()
         outcome.llm_wait_ms += (time.monotonic() - began) * 1000
+    next_ready = stream.next_ready if isinstance(stream, ChunkStream) else None
     iterator = iter(stream)
     while True:
+        if next_ready is not None and next_ready():
+            try:
+                chunk = next(iterator)
+            except StopIteration:
+                return
+            yield chunk
+            continue
         # Only the time blocked on the model counts as waiting on it: the wait for a CPU slot
         # afterwards (model_wait's exit) is the platform's.
         try:

@@ -10,9 +10,10 @@ from django.conf import settings
 from django.db import transaction
 
 from sgr.models import PlanRecord
-from sgr.records import plan_record_answer_save, plan_record_get
+from sgr.records import plan_record_answer_save
 from sgr.schema import TOOL_NAME
 from sgr.strings import ui_string
+from supportdesk.compiled import CompiledRead
 from supportdesk.pipeline.answer.agent import AgentOutcome, agent_run
 from supportdesk.pipeline.answer.batching import TokenBatcher
 from supportdesk.pipeline.answer.final import FinalAnswer, final_answer_build
@@ -25,7 +26,7 @@ from supportdesk.events import turn_event_emit
 from supportdesk.handoff import conversation_with_person, handoff_if_failing
 from supportdesk.llm import llm_client
 from supportdesk.models import Message, Turn, TurnEvent
-from supportdesk.selectors import context_history, turn_synthetic
+from supportdesk.selectors import context_history, plan_record_get, turn_synthetic
 from supportdesk.pipeline.answer.echo_filter import answer_text_clean
 from supportdesk.pipeline.answer.moderation import answer_moderate
 from supportdesk.pipeline.turnlog import stage_finish, stage_logged
@@ -185,8 +186,14 @@ def answer_restart_clear(*, turn: Turn) -> None:
     The retract event comes before the new tokens, so a client replaying from any
     ``last_seq`` ends with exactly one copy of the answer.
     """
-    if TurnEvent.objects.filter(turn=turn, type=TurnEvent.Type.TOKEN).exists():
+    if _TOKEN_STREAMED.first(turn.pk) is not None:
         turn_event_emit(turn=turn, type="retract", payload={"reason": "retry", "text": ""})
+
+
+# Asked by every answer stage (compiled once, supportdesk.compiled).
+_TOKEN_STREAMED = CompiledRead(
+    lambda turn_id: TurnEvent.objects.filter(turn_id=turn_id, type=TurnEvent.Type.TOKEN).order_by().values_list("pk")[:1]
+)
 
 
 def agent_diagnostics(outcome: AgentOutcome) -> dict[str, Any]:
