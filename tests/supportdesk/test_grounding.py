@@ -97,3 +97,13 @@ def test_a_quoted_article_line_is_one_sentence_and_keeps_its_own_paragraph():
     assert grounding.text == f"{quoted}\n\nSo a table can have at most 1,600 columns [1]."
     wrong = _ground(f"{quoted}\nSo a table can have at most 1,664 columns [1]. Hope this helps!", a1=LIMITS)
     assert wrong.text == f"{quoted}\n\nHope this helps!"  # the neighbouring row's value dropped, the quote kept
+
+
+def test_a_compound_of_ordinary_words_is_prose_not_a_value():
+    assert values_of("Remove knowledge-base documents with `--prune` after a built-in sign-in check.") == ["--prune"]
+    article = ("Run `manage.py ingest_kb PATH` with files or folders; unchanged files are skipped, and `--prune` "
+               "removes documents whose file was deleted.")
+    grounding = _ground("To remove knowledge-base documents whose files were deleted, run `manage.py ingest_kb` "
+                        "with `--prune` [1].", a1=article)
+    assert grounding.sentences[0].status == "supported" and grounding.sentences[0].values == [
+        "manage.py ingest_kb", "--prune"]

@@ -40,6 +40,9 @@ UNIT = re.compile(r"\s*(%|[a-zA-Zа-яА-ЯёЁ]{1,12})")
 CODE = re.compile(r"`([^`]{1,80})`")
 DIGIT = re.compile(r"\d")
 IDENTIFIER = re.compile(r"(?<![\w-])(--?[a-z][\w-]+|[A-Za-z]+(?:[_-][A-Za-z0-9]+)+|[A-Z]{2,}[A-Z0-9]*|[a-z]+[A-Z]\w*)(?![\w-])")
+# A compound of lower-case words ("knowledge-base", "sign-in", "built-in") is prose, not a setting or a
+# flag: an article writing "knowledge base" holds it (a value must stand on the line verbatim).
+PROSE_COMPOUND = re.compile(r"[a-z]+(?:-[a-z]+)+")
 UNIT_WORDS = frozenset("""
 b kb mb gb tb pb byte bytes kib mib gib tib ms s sec secs second seconds min mins minute minutes h hour hours
 day days week weeks month months year years digit digits row rows page pages column columns char chars
@@ -87,7 +90,8 @@ def values_of(text: str) -> list[str]:
         word = unit.group(1).lower() if unit else ""
         found.append(f"{number} {word}" if word in UNIT_WORDS else number)
     found += [m.group(1).strip() for m in CODE.finditer(text)]
-    found += [m.group(1) for m in IDENTIFIER.finditer(CODE.sub(" ", text)) if m.group(1).lower() not in UNIT_WORDS]
+    found += [m.group(1) for m in IDENTIFIER.finditer(CODE.sub(" ", text))
+              if m.group(1).lower() not in UNIT_WORDS and not PROSE_COMPOUND.fullmatch(m.group(1))]
     return list(dict.fromkeys(v for v in found if v))
 
 
