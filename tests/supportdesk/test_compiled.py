@@ -8,6 +8,7 @@ import pytest
 from django.db import DatabaseError, connection, transaction
 from django.db.models import Model
 from django.db.transaction import TransactionManagementError
+from django.test.utils import CaptureQueriesContext
 
 from sgr.models import PlanRecord
 from supportdesk.compiled import CompiledRead
@@ -37,28 +38,13 @@ def test_the_turn_for_a_stage_is_the_orm_s_turn_with_its_conversation_and_messag
         assert loaded is not None and loaded.pk == turn.pk
         assert _field_values(loaded) == _field_values(expected)  # JSON decoded, datetimes aware
         assert loaded.plan_result == {"action": "normal", "ids": [1, 2]}
-        with pytest.raises(AssertionError):  # no query: both related objects came with the row
-            with _no_queries():
-                assert _field_values(loaded.conversation) == _field_values(expected.conversation)
-                assert _field_values(loaded.user_message) == _field_values(expected.user_message)
-                assert loaded.user_message.turn is loaded
-                raise AssertionError
+        with CaptureQueriesContext(connection) as queries:  # both related objects came with the row
+            assert _field_values(loaded.conversation) == _field_values(expected.conversation)
+            assert _field_values(loaded.user_message) == _field_values(expected.user_message)
+            assert loaded.user_message.turn is loaded
+        assert queries.captured_queries == []
         assert not loaded._state.adding and loaded._state.db == "default"
     assert turn_get_for_stage(turn_id=turn.pk + 1000) is None
-
-
-class _no_queries:
-    def __enter__(self) -> None:
-        from django.db import connection
-        self._before = len(connection.queries_log)
-        self._debug = connection.force_debug_cursor
-        connection.force_debug_cursor = True
-
-    def __exit__(self, *exc: object) -> None:
-        from django.db import connection
-        queries = len(connection.queries_log) - self._before
-        connection.force_debug_cursor = self._debug
-        assert queries == 0
 
 
 def test_the_turn_lock_reads_the_status_inside_a_transaction_only(no_enqueue):
@@ -143,10 +129,11 @@ def test_the_turns_before_are_the_conversation_s_earlier_turns_with_what_the_his
 
     earlier = turns_before(turn=third)
     assert [past.pk for past in earlier] == [first.pk, second.pk]
-    with _no_queries():  # the messages and the (missing) plan records came with the rows
+    with CaptureQueriesContext(connection) as queries:  # the messages and the (missing) plan records came with the rows
         assert [past.user_message.text for past in earlier] == ["first question", "second question"]
         assert [past.answer_message for past in earlier] == [None, None]
         assert turn_synthetic(earlier[0]) == "analysis" and turn_synthetic(earlier[1]) == ""
+    assert queries.captured_queries == []
     assert turns_before(turn=first) == [] and turns_before(turn=other) == []
 
 
