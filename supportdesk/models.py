@@ -156,10 +156,13 @@ class Turn(models.Model):
         return f"turn {self.pk} ({self.status})"
 
     def save(self, *args: Any, **kwargs: Any) -> None:
-        # A turn created without a language (imports, fixtures) is answered in its conversation's.
+        self.language_fill()
+        super().save(*args, **kwargs)
+
+    def language_fill(self) -> None:
+        """A turn created without a language (imports, fixtures) is answered in its conversation's."""
         if not self.language:
             self.language = self.conversation.language
-        super().save(*args, **kwargs)
 
     @property
     def is_finished(self) -> bool:

@@ -119,8 +119,7 @@ def turn_fields_save(*, turn: Turn, fields: Sequence[str]) -> None:
         update = _TURN_UPDATES.setdefault(
             names, (f"UPDATE {connection.ops.quote_name(Turn._meta.db_table)} SET {assignments} WHERE id = %s", columns))
     sql, columns = update
-    if not turn.language:
-        turn.language = turn.conversation.language  # as Turn.save does (not saved unless named)
+    turn.language_fill()  # as Turn.save does (not saved unless named)
     params = [field.get_db_prep_save(field.pre_save(turn, False), connection) for field in columns]
     with connection.cursor() as cursor:
         cursor.execute(sql, [*params, turn.pk])
