@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from supportdesk.pipeline.answer.grounding import answer_ground, values_of
+from supportdesk.pipeline.answer.trust import grounding_fails
 
 LIMITS = ("Table K.1. PostgreSQL Limitations\nItem | Upper Limit | Comment\n"
           "columns per table | 1,600 | further limited by tuple size fitting on a single page\n"
@@ -107,3 +108,51 @@ def test_a_compound_of_ordinary_words_is_prose_not_a_value():
                         "with `--prune` [1].", a1=article)
     assert grounding.sentences[0].status == "supported" and grounding.sentences[0].values == [
         "manage.py ingest_kb", "--prune"]
+
+
+NUMERIC = ("8.1. Numeric Types\n"
+           "The maximum precision that can be specified in a numeric declaration is 1000. An unconstrained numeric "
+           "column is subject to the limits of the table.\n"
+           "checkpoint_timeout (integer): Maximum time between automatic WAL checkpoints. The valid range is between "
+           "30 seconds and one day. The default is five minutes (5min).")
+
+
+def test_a_number_answers_the_words_of_its_own_sentence_not_the_next_ones():
+    # "1000" and "column" share a paragraph, not a sentence: the paragraph does not say a column's maximum is 1000.
+    wrong = _ground("The maximum number of columns a table can have is 1000 [1].", a1=NUMERIC)
+    assert wrong.sentences[0].status == "unsupported" and wrong.sentences[0].missing_values == ["1000"]
+    right = _ground("The maximum precision of a numeric declaration is 1000 [1].", a1=NUMERIC)
+    assert right.sentences[0].status == "supported"
+
+
+def test_a_paragraph_lends_its_first_sentence_and_the_title_names_the_subject():
+    # The setting is named in the definition's first sentence, its default three sentences later.
+    default = _ground("The default checkpoint_timeout is 5min [1].", a1=NUMERIC)
+    assert default.sentences[0].status == "supported"
+    titled = _ground("Numeric Types: the precision of a `numeric` declaration can be at most 1000 [1].", a1=NUMERIC)
+    assert titled.sentences[0].status == "supported"  # `numeric` in the title and its sentence
+
+
+def test_a_passage_copied_word_for_word_is_supported_and_a_repeated_sentence_shown_once():
+    # Two values of two sentences: no one sentence holds both, the article holds the passage as it is.
+    backups = "Backups run every 6 hours on every plan. Each copy is kept for 30 days."
+    copied = _ground("> Backups run every 6 hours on every plan. Each copy is kept for 30 days. [1]", a1=backups)
+    assert copied.sentences[0].status == "supported"
+    changed = _ground("> Backups run every 6 hours on every plan. Each copy is kept for 60 days. [1]", a1=backups)
+    assert changed.sentences[0].status == "unsupported"  # not word for word
+    repeated = _ground("Put the key in the X-API-Key header [2]. Put the key in the X-API-Key header [2].", a2=KEYS)
+    assert [s.status for s in repeated.sentences] == ["supported", "supported"]
+    assert repeated.text == "Put the key in the X-API-Key header [2]."
+
+
+def test_an_answer_whose_supported_sentences_answer_another_question_fails():
+    asked = "What is the maximum number of columns a table can have?"
+    # The wrong value is dropped; what is left is supported but says nothing about columns or tables.
+    left = _ground("The maximum number of columns a table can have is 1000 [1]. This is specified in the article [1].",
+                   a1=NUMERIC + "\nThis is specified in the article about numeric types.")
+    assert [s.status for s in left.sentences] == ["unsupported", "supported"] and left.supported_share == 0.5
+    assert grounding_fails(left, question=asked, language="en")
+    answered = _ground("A table can have at most 1,600 columns [1].", a1=LIMITS)
+    assert not grounding_fails(answered, question=asked, language="en")
+    # Words cannot be compared across languages: an English answer to a Russian question is not judged so.
+    assert not grounding_fails(answered, question="Сколько столбцов может быть в таблице?", language="ru")

@@ -3,11 +3,14 @@
 A sentence is *supported* by an article when
 
 - the values it states (numbers with their units, commands, settings, identifiers:
-  :func:`values_of`) stand together in one line of the article (a table row, a definition with
-  its term, a paragraph) or one of its sentences, which also holds the words the values answer:
-  at least two of the sentence's content terms that the article has at all (one when it has
-  only one). A limit read from the neighbouring table row is in the article, but not on a line
-  with the sentence's words or setting name, so it is not supported. In a table row a number's
+  :func:`values_of`) stand together in one sentence of the article or one table row, which also
+  holds the words the values answer: at least two of the sentence's content terms that the
+  article has at all (one when it has only one). In a paragraph the first sentence lends its
+  words and names to the others (a definition names its setting once), and a short title line
+  names the article's subject; a number must stand in its own sentence. A limit read from the
+  neighbouring table row, or the next sentence's number, is in the article, but not with the
+  sentence's words or setting name, so it is not supported. A passage copied word for word is
+  supported as it is. In a table row a number's
   unit must stand in the number's own cell (or the row's item cell), and one of the words must be
   the row's own, not a column name every row carries (rows are ingested ``Seats: 25 | Price: 49 EUR``);
 - and, for a sentence without values, at least ``ANSWER_GROUNDING_TERMS_MIN`` of its content
@@ -49,6 +52,8 @@ day days week weeks month months year years digit digits row rows page pages col
 character characters % percent x times mhz ghz kbit mbit gbit rub usd eur
 байт кб мб гб тб мс сек секунд секунды минут минуты час часа часов дней дня день недель месяцев лет
 """.split())
+TITLE_MAX_CHARS = 80  # a longer first line is content, not the article's title
+COPY_MIN_TERMS = 3  # a sentence copied word for word from an article, with at least this many content words, is supported
 Status = Literal["supported", "unsupported", "unverified", "neutral"]
 
 
@@ -95,14 +100,21 @@ def values_of(text: str) -> list[str]:
     return list(dict.fromkeys(v for v in found if v))
 
 
-def _units(text: str) -> list[str]:
-    """An article's lines (a table row, a definition with its term, a paragraph) and each line's sentences."""
-    units: list[str] = []
+def _units(text: str) -> list[tuple[str, str]]:
+    """Where a value may stand with the words it answers, as (the text that must hold its numbers, the text
+    that holds its words and names): a line that is one sentence, a table row or a definition with its term,
+    whole; in a paragraph of several sentences, each sentence, the paragraph's first sentence lending its
+    words and names (its subject: a setting's name, the topic). A number in one sentence does not answer the
+    words of the next: "The maximum precision … is 1000. An unconstrained numeric column …" does not say a
+    column's maximum is 1000."""
+    units: list[tuple[str, str]] = []
     for line in text.splitlines():
-        if line.strip():
-            units.append(line)
-            parts = SENTENCE_END.split(line) if "|" not in line else []
-            units += [part for part in parts if part.strip()] if len(parts) > 1 else []
+        parts = [part for part in SENTENCE_END.split(line) if part.strip()] if "|" not in line else [line]
+        if len(parts) == 1:
+            units.append((line, line))
+        elif parts:
+            units.append((parts[0], parts[0]))
+            units += [(part, f"{parts[0]} {part}") for part in parts[1:]]
     return units
 
 
@@ -120,21 +132,37 @@ def _needles(value: str, *, same_language: bool) -> list[re.Pattern[str]]:
 class _Article:
     def __init__(self, text: str, language: str) -> None:
         self.language = language_detect(text, default=language)
-        self.units = [(value_norm(unit), term_stems(unit), _row_own_stems(unit)) for unit in _units(text)]
+        title = _title(text)
+        self.units = [(value_norm(numbers), f"{title}|{value_norm(words)}", term_stems(words), _row_own_stems(words))
+                      for numbers, words in _units(text)]
         self.flat = value_norm(text)
-        self.stems = set().union(*(stems for _, stems, _ in self.units)) if self.units else set()
+        self.stems = set().union(*(stems for _, _, stems, _ in self.units)) if self.units else set()
 
     def holds(self, values: list[str], stems: set[str], *, same_language: bool) -> bool:
-        """All the values stand together on one line or sentence with the words they answer (at least two of
-        the sentence's words that the article has, one if it has only one); across languages, where words
-        cannot be compared, each anywhere in the article."""
+        """All the values stand together in one unit (:func:`_units`) with the words they answer (at least two
+        of the sentence's words that the article has, one if it has only one): its numbers in the unit's own
+        sentence, its names (settings, commands) there, in the paragraph's first sentence or in the article's
+        title; across languages, where words cannot be compared, each anywhere in the article."""
         if not same_language:
             return all(n.search(self.flat) for v in values for n in _needles(v, same_language=False))
-        needles = [_needles(v, same_language=True) for v in values]
+        needles = [(_needles(v, same_language=True), bool(NUMBER.match(v))) for v in values]
         wanted = stems & self.stems
         need = min(2, len(wanted))
-        return any(all(_value_on(flat, value) for value in needles) and len(unit_stems & wanted) >= need
-                   and (not wanted or own & wanted) for flat, unit_stems, own in self.units)
+        return any(all(_value_on(numbers if number else words, value) for value, number in needles)
+                   and len(unit_stems & wanted) >= need and (not wanted or own & wanted)
+                   for numbers, words, unit_stems, own in self.units)
+
+    def copies(self, sentence: str) -> bool:
+        """The sentence stands in the article word for word (a quoted passage may run over several of its
+        sentences): supported as it is."""
+        return value_norm(sentence) in self.flat
+
+
+def _title(text: str) -> str:
+    """The article's first line when it is a title (short, one sentence), normalized: it names what every line
+    of the article is about ("pg_ctl", "8.1. Numeric Types"). Empty when the first line is already content."""
+    first = text.split("\n", 1)[0]
+    return value_norm(first) if len(first) <= TITLE_MAX_CHARS and len(SENTENCE_END.split(first)) == 1 else ""
 
 
 def _row_own_stems(line: str) -> set[str]:
@@ -177,7 +205,8 @@ def answer_ground(*, text: str, articles: dict[int, str], language: str, terms_m
     for sentence, cited in _sentences(text):
         results.append(_sentence_ground(sentence, cited, parsed, language, terms_min))
     kept = [s for s in results if s.status != "unsupported"]
-    lines = [_cite(s.text, s.citation) for s in kept]
+    # A small model may say one sentence again and again: it is shown once.
+    lines = list(dict.fromkeys(_cite(s.text, s.citation) for s in kept))
     return Grounding(sentences=results, text=_join(lines))
 
 
@@ -196,8 +225,9 @@ def _sentence_ground(sentence: str, cited: list[int], articles: dict[int, _Artic
         missing = [v for v in values if not article.holds([v], stems, same_language=True)]
         missing_everywhere &= set(missing)
         share = len(stems & article.stems) / len(stems) if stems else 1.0
-        together = not values or (not missing and article.holds(values, stems, same_language=True))
-        if together and (values or share >= terms_min):
+        copied = len(stems) >= COPY_MIN_TERMS and article.copies(QUOTE_MARK.sub("", sentence))
+        together = copied or not values or (not missing and article.holds(values, stems, same_language=True))
+        if together and (copied or values or share >= terms_min):
             scored.append((share + (1.0 if number in cited else 0.0), number))
     supporters = [n for _, n in sorted(scored, key=lambda item: (-item[0], item[1]))]
     if supporters:

@@ -137,7 +137,7 @@ def answer_stage_run(*, turn: Turn) -> None:
             coverage_score=coverage.score if coverage is not None else None,
             supported_share=grounding.supported_share if grounding is not None else None,
         )
-        if grounding is not None and grounding_fails(grounding):
+        if grounding is not None and grounding_fails(grounding, question=turn.user_message.text, language=language):
             final = answer_replace(turn=turn, record=record, searches=outcome.searches, queries=queries)
         if grounding is not None:
             final = final.model_copy(update={

@@ -13,6 +13,7 @@ from __future__ import annotations
 from django.conf import settings
 
 from retrieval.coverage import Coverage, coverage_assess
+from retrieval.language import language_detect
 from retrieval.terms import term_stems
 from sgr.models import PlanRecord
 from sgr.records import plan_record_outputs_save
@@ -48,10 +49,18 @@ def answer_grounding(*, text: str, searches: list[KbResult], language: str) -> G
     return answer_ground(text=text, articles=articles, language=language, terms_min=settings.ANSWER_GROUNDING_TERMS_MIN)
 
 
-def grounding_fails(grounding: Grounding) -> bool:
-    """Too little of the answer is supported to show it."""
+def grounding_fails(grounding: Grounding, *, question: str, language: str) -> bool:
+    """Too little of the answer is supported to show it, or what is supported answers another question: no
+    supported sentence shares a content word with the customer's (an article copied whole, "This is in the
+    article [1]" after its wrong value was dropped). Sentences in another language than the question's are
+    not compared (words cannot be)."""
     share = grounding.supported_share
-    return not grounding.text.strip() or (share is not None and share < settings.ANSWER_GROUNDING_MIN_SHARE)
+    if not grounding.text.strip() or (share is not None and share < settings.ANSWER_GROUNDING_MIN_SHARE):
+        return True
+    asked, language = term_stems(question), language_detect(question, default=language)
+    supported = [term_stems(s.text) for s in grounding.sentences
+                 if s.status == "supported" and language_detect(s.text, default=language) == language]
+    return len(asked) >= QUOTE_MIN_TERMS and bool(supported) and not any(asked & stems for stems in supported)
 
 
 def quote_best(*, question: str, searches: list[KbResult]) -> tuple[str, KbSource] | None:
