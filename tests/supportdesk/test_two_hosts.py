@@ -18,8 +18,10 @@ kernel or container that refuses them).
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -119,6 +121,7 @@ class Network:
         for tool in ("ip", "unshare"):
             if shutil.which(tool) is None:
                 raise NamespacesUnavailable(f"the `{tool}` command is missing")
+        _stale_remove()
         prefix = self.subnet.prefixlen
         _ip("link", "add", self.bridge, "type", "bridge")
         self.made.append(f"link {self.bridge}")
@@ -148,6 +151,31 @@ class Network:
         for made in reversed(self.made):  # a namespace's end of a veth pair goes with it, and the pair
             kind, name = made.split(" ", 1)
             subprocess.run(["ip", kind, "del", name], capture_output=True)
+
+
+STALE_NETNS = re.compile(r"^sd2h-(\d+)-\w+")
+STALE_BRIDGE = re.compile(r"^\d+: sd(\d+)br[:@]")
+
+
+def _alive(pid: str) -> bool:
+    return Path(f"/proc/{pid}").exists()
+
+
+def _stale_remove() -> None:
+    """Take down the namespaces and bridges of earlier runs whose pytest died without its clean-up (SIGKILL):
+    their processes first, so nothing of theirs is left holding the subnet or the ports."""
+    for line in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.splitlines():
+        match = STALE_NETNS.match(line)
+        if match and not _alive(match.group(1)):
+            name = line.split()[0]
+            for pid in subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True).stdout.split():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
+            subprocess.run(["ip", "netns", "del", name], capture_output=True)
+    for line in subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout.splitlines():
+        match = STALE_BRIDGE.match(line)
+        if match and not _alive(match.group(1)):
+            subprocess.run(["ip", "link", "del", f"sd{match.group(1)}br"], capture_output=True)
 
 
 def _free_subnet(seed: int) -> ipaddress.IPv4Network:
@@ -318,3 +346,18 @@ def test_where_namespaces_cannot_be_made_the_reason_is_given(monkeypatch, euid, 
     with pytest.raises(NamespacesUnavailable, match=reason):
         net.create()
     assert net.made == []  # nothing made, nothing to take down
+
+
+def test_the_namespaces_of_a_run_killed_before_its_clean_up_are_taken_down_by_the_next(network) -> None:
+    dead = 5_000_000  # above the largest pid a kernel allows (2**22): no process has it
+    assert not _alive(str(dead))
+    _ip("netns", "add", f"sd2h-{dead}-a")
+    _ip("link", "add", f"sd{dead}br", "type", "bridge")
+    try:
+        _stale_remove()
+        assert f"sd2h-{dead}-a" not in _ip("netns", "list")
+        assert f"sd{dead}br" not in _ip("-o", "link")
+        assert network.hosts[0].netns in _ip("netns", "list")  # a live run's own are left alone
+    finally:
+        subprocess.run(["ip", "netns", "del", f"sd2h-{dead}-a"], capture_output=True)
+        subprocess.run(["ip", "link", "del", f"sd{dead}br"], capture_output=True)
