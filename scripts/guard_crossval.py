@@ -1,6 +1,6 @@
 """Cross-validation of the exemplar screen's decision across sources (issue 30).
 
-Usage: ./sd bench scripts/guard_crossval.py [--l2 30 ...] [--thresholds 0.5 0.7 ...] [--without "fifth set" | --unscored "fifth set"]
+Usage: ./sd bench scripts/guard_crossval.py [--l2 30 ...] [--thresholds 0.5 0.7 ...] [--without "sixth set" | --unscored "sixth set"]
        [--or-above 0.9 0.95 ...]
 
 Every active exemplar belongs to a *source*: its seed set (the note) and, for harmful ones,
@@ -43,8 +43,8 @@ from retrieval.embedders import embedder_get  # noqa: E402
 
 
 def source_of(note: str, level: str, category: str) -> str:
-    if note.startswith(("fourth set", "fifth set")):
-        return note  # one source per group of the broad benign set and of the fifth set
+    if note.startswith(("fourth set", "fifth set", "sixth set")):
+        return note  # one source per group of the broad benign set and of the fifth and sixth sets
     return f"{note or 'staff'}/{category if level != 'Allowed' else 'allowed'}"
 
 
