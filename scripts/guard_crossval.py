@@ -141,11 +141,13 @@ def main() -> None:
                                           "expected": "unsafe" if exemplars.harmful[index] else "safe"},
                                          ensure_ascii=False) + "\n")
         print(f"the texts flagged by {best[1]} written to {args.flagged}")
-    print(f"\nper source, margin vs {best[1]} (best by caught - 3 x flagged):")
+    print(f"\nper source, margin vs {best[1]} (best by caught - 3 x flagged), then its flags per language:")
     for name in harmful_sources + allowed_sources:
         kind = "harmful" if name in harmful_sources else "allowed"
         print(f"  {kind:<8}{name:<48}{int((sources == name).sum()):>5}"
-              f"{margin_flags[name].mean():>9.1%}{best[2][name].mean():>9.1%}")
+              f"{margin_flags[name].mean():>9.1%}{best[2][name].mean():>9.1%}"
+              + "".join(f"  {lang} {int(best[2][name][language[sources == name] == lang].sum())}"
+                        f"/{int((language[sources == name] == lang).sum())}" for lang in ("en", "ru")))
 
 
 if __name__ == "__main__":
