@@ -1,6 +1,6 @@
 """Cross-validation of the exemplar screen's decision across sources (issue 30).
 
-Usage: ./sd bench scripts/guard_crossval.py [--l2 30 ...] [--thresholds 0.5 0.7 ...] [--without "fifth set" | --unscored "fifth set"]
+Usage: ./sd bench scripts/guard_crossval.py [--l2 30 ...] [--thresholds 0.5 0.7 ...] [--without "sixth set" | --unscored "sixth set"]
        [--or-above 0.9 0.95 ...]
 
 Every active exemplar belongs to a *source*: its seed set (the note) and, for harmful ones,
@@ -43,8 +43,8 @@ from retrieval.embedders import embedder_get  # noqa: E402
 
 
 def source_of(note: str, level: str, category: str) -> str:
-    if note.startswith(("fourth set", "fifth set")):
-        return note  # one source per group of the broad benign set and of the fifth set
+    if note.startswith(("fourth set", "fifth set", "sixth set")):
+        return note  # one source per group of the broad benign set and of the fifth and sixth sets
     return f"{note or 'staff'}/{category if level != 'Allowed' else 'allowed'}"
 
 
@@ -141,11 +141,13 @@ def main() -> None:
                                           "expected": "unsafe" if exemplars.harmful[index] else "safe"},
                                          ensure_ascii=False) + "\n")
         print(f"the texts flagged by {best[1]} written to {args.flagged}")
-    print(f"\nper source, margin vs {best[1]} (best by caught - 3 x flagged):")
+    print(f"\nper source, margin vs {best[1]} (best by caught - 3 x flagged), then its flags per language:")
     for name in harmful_sources + allowed_sources:
         kind = "harmful" if name in harmful_sources else "allowed"
         print(f"  {kind:<8}{name:<48}{int((sources == name).sum()):>5}"
-              f"{margin_flags[name].mean():>9.1%}{best[2][name].mean():>9.1%}")
+              f"{margin_flags[name].mean():>9.1%}{best[2][name].mean():>9.1%}"
+              + "".join(f"  {lang} {int(best[2][name][language[sources == name] == lang].sum())}"
+                        f"/{int((language[sources == name] == lang).sum())}" for lang in ("en", "ru")))
 
 
 if __name__ == "__main__":

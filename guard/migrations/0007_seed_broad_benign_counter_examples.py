@@ -43,6 +43,13 @@ def unseed_groups(apps, data, note):
         GuardExemplar.objects.filter(text=text, language=language, note=row_note).delete()
 
 
+def seed_operation(data, note):
+    """The migration operation that seeds ``data``'s groups with ``seed_groups`` and unseeds them on the
+    way back (migration 0009 is just this)."""
+    return migrations.RunPython(lambda apps, schema_editor: seed_groups(apps, data, note),
+                                lambda apps, schema_editor: unseed_groups(apps, data, note))
+
+
 def seed(apps, schema_editor):
     seed_groups(apps, DATA, NOTE)
 

@@ -94,6 +94,19 @@ def test_the_fifth_set_fills_the_russian_gaps_and_keeps_the_languages_balanced()
 
 
 @pytest.mark.django_db
+def test_the_sixth_set_covers_every_category_informally_with_as_many_allowed_texts_in_both_languages():
+    sixth = GuardExemplar.objects.filter(note__startswith="sixth set: ")  # migration 0009
+    by = Counter(sixth.values_list("language", "category"))
+    for category in CATEGORIES:
+        assert by[("ru", category)] >= 15 and by[("ru", category)] == by[("en", category)], category
+    harmful = {language: sixth.filter(language=language).exclude(level="Allowed").count() for language in ("en", "ru")}
+    allowed = {language: sixth.filter(language=language, level="Allowed").count() for language in ("en", "ru")}
+    assert harmful["en"] == harmful["ru"] and allowed["en"] == allowed["ru"]
+    assert 0.8 * harmful["ru"] <= allowed["ru"] <= 1.2 * harmful["ru"]
+    assert {"sixth set: informal_support", "sixth set: informal_pii"} <= set(sixth.values_list("note", flat=True))
+
+
+@pytest.mark.django_db
 def test_harmless_off_topic_messages_and_adverts_are_not_a_safety_matter(exemplars):
     # Off-topic is the planner's "block" (DT-002), not the guardian's: before migration 0006 the
     # nearest exemplars of such texts were harmful ones ("a recipe" next to "a recipe for fentanyl").
