@@ -12,7 +12,6 @@ from django.test.utils import CaptureQueriesContext
 
 from sgr.models import PlanRecord
 from supportdesk.compiled import CompiledRead
-from supportdesk.handoff import conversation_with_person
 from supportdesk.events import conversation_events_after, turn_event_emit
 from supportdesk.models import Conversation, Turn, TurnEvent
 from supportdesk.pipeline.submit import message_receive
@@ -80,15 +79,6 @@ def _owner_set(conversation_id: int, owner: str) -> None:
             Conversation.objects.filter(pk=conversation_id).update(owner=owner)
     finally:
         connection.close()
-
-
-def test_a_person_on_the_conversation_is_seen_at_once():
-    conversation = conversation_create().conversation
-    assert not conversation_with_person(conversation_id=conversation.pk)
-    for owner, with_person in [(Conversation.Owner.WAITING, True), (Conversation.Owner.HUMAN, True),
-                               (Conversation.Owner.RESOLVED, False)]:
-        Conversation.objects.filter(pk=conversation.pk).update(owner=owner)
-        assert conversation_with_person(conversation_id=conversation.pk) is with_person
 
 
 def test_a_parameter_that_does_not_reach_the_sql_is_refused():

@@ -23,7 +23,7 @@ from supportdesk.pipeline.answer.prefetch import plan_prefetch, prefetch_message
 from supportdesk.pipeline.answer.trust import (
     answer_coverage, answer_grounding, grounding_fails, no_answer_reply, quote_answer, quote_best)
 from supportdesk.events import turn_event_emit
-from supportdesk.handoff import conversation_with_person, handoff_if_failing
+from supportdesk.handoff import WITH_PERSON, handoff_if_failing
 from supportdesk.llm import llm_client
 from supportdesk.models import Message, Turn, TurnEvent
 from supportdesk.selectors import context_history, plan_record_get, turn_synthetic
@@ -93,7 +93,8 @@ def answer_stage_run(*, turn: Turn) -> None:
         return
     language = turn.language
     with stage_logged(turn.pk, "answer") as log:
-        if conversation_with_person(conversation_id=turn.conversation_id):
+        # The conversation as loaded with the turn (supportdesk.selectors.turn_get_for_stage), just before.
+        if turn.conversation.owner in WITH_PERSON:
             # Staff took the conversation over after it was planned (issue #29): the assistant stays silent.
             log.outcome = "human"
             stage_finish(turn=turn, status=Turn.Status.HUMAN)
