@@ -125,6 +125,22 @@ def turn_status_move_emit(*, turn: Turn, status: str, expected: str) -> TurnEven
     return _stored(turn, "status", payload, now, row)
 
 
+def turn_update_emit(*, turn: Turn, update: str, params: list[Any], type: str, payload: dict[str, Any]
+                     ) -> TurnEvent | None:
+    """Run ``update`` (an UPDATE of the turn's row, ``WHERE id = %s`` last) and store one event, in one
+    statement (atomic without a transaction of its own), then broadcast it after commit; None, and nothing
+    written, when the UPDATE changed no row."""
+    created_at = timezone.now()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH saved AS ({update} RETURNING id), next AS ({_SEQ_NEXT} AND EXISTS (SELECT 1 FROM saved)"
+            f"{_SEQ_RETURNING}) {_EVENT_INSERT}",
+            [*params, turn.conversation_id, turn.conversation_id, turn.pk, type, json.dumps(payload), created_at],
+        )
+        row = cursor.fetchone()
+    return None if row is None else _stored(turn, type, payload, created_at, row)
+
+
 def _stored(turn: Turn | None, type: str, payload: dict[str, Any], created_at: Any, row: tuple[Any, ...], *,
             at_once: bool = False, conversation_id: int | None = None, actor_id: int | None = None) -> TurnEvent:
     """The event just stored (``row``: its id, seq and conversation's public id), broadcast after commit."""

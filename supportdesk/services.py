@@ -20,7 +20,7 @@ from django.db.models import Field
 from retrieval.language import language_detect
 from sgr.strings import supported_language, ui_string
 from supportdesk.compiled import CompiledRead
-from supportdesk.events import turn_event_emit, turn_events_flush, turn_status_move_emit
+from supportdesk.events import turn_event_emit, turn_events_flush, turn_status_move_emit, turn_update_emit
 from supportdesk.models import Conversation, Turn, new_access_token, token_hash
 from supportdesk.ratelimit import rate_limit_exceeded
 from supportdesk.textclean import text_clean, text_visible
@@ -109,6 +109,22 @@ def turn_fields_save(*, turn: Turn, fields: Sequence[str]) -> None:
 
     Turn has no save signals; like ``save``, it fails when the row is gone.
     """
+    sql, params = _turn_update(turn, fields)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        if cursor.rowcount != 1:
+            raise DatabaseError(f"turn {turn.pk} is gone: its fields {', '.join(fields)} were not saved")
+
+
+def turn_fields_save_emit(*, turn: Turn, fields: Sequence[str], type: str, payload: dict[str, Any]) -> None:
+    """:func:`turn_fields_save` and ``turn_event_emit`` of the same turn, in one statement."""
+    sql, params = _turn_update(turn, fields)
+    if turn_update_emit(turn=turn, update=sql, params=params, type=type, payload=payload) is None:
+        raise DatabaseError(f"turn {turn.pk} is gone: its fields {', '.join(fields)} were not saved")
+
+
+def _turn_update(turn: Turn, fields: Sequence[str]) -> tuple[str, list[Any]]:
+    """The UPDATE of ``fields`` and ``updated_at`` (built once per set of fields) and its parameters."""
     names = tuple(dict.fromkeys([*fields, "updated_at"]))
     update = _TURN_UPDATES.get(names)
     if update is None:
@@ -120,19 +136,14 @@ def turn_fields_save(*, turn: Turn, fields: Sequence[str]) -> None:
             names, (f"UPDATE {connection.ops.quote_name(Turn._meta.db_table)} SET {assignments} WHERE id = %s", columns))
     sql, columns = update
     turn.language_fill()  # as Turn.save does (not saved unless named)
-    params = [field.get_db_prep_save(field.pre_save(turn, False), connection) for field in columns]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, turn.pk])
-        if cursor.rowcount != 1:
-            raise DatabaseError(f"turn {turn.pk} is gone: its fields {', '.join(names)} were not saved")
+    return sql, [*(field.get_db_prep_save(field.pre_save(turn, False), connection) for field in columns), turn.pk]
 
 
 def turn_status_set(*, turn: Turn, status: str, also: tuple[str, ...] = ()) -> None:
-    """Move a turn to ``status`` and tell the customer; ``also``: other fields the caller set, saved with it."""
-    with transaction.atomic(savepoint=False):
-        turn.status = status
-        turn_fields_save(turn=turn, fields=("status", *also))
-        turn_event_emit(turn=turn, type="status", payload={"status": status})
+    """Move a turn to ``status`` and tell the customer, in one statement; ``also``: other fields the caller
+    set, saved with it."""
+    turn.status = status
+    turn_fields_save_emit(turn=turn, fields=("status", *also), type="status", payload={"status": status})
 
 
 def turn_status_move(*, turn: Turn, status: str, expected: str) -> bool:
@@ -209,8 +220,7 @@ def turn_finish(*, turn: Turn, status: str, also: tuple[str, ...] = (), locked: 
         if not (locked and connection.in_atomic_block) and not turn_lock_unfinished(turn=turn):
             return
         turn.status = status
-        turn_fields_save(turn=turn, fields=("status", *also))
-        turn_event_emit(turn=turn, type="done", payload={"status": status})
+        turn_fields_save_emit(turn=turn, fields=("status", *also), type="done", payload={"status": status})
         # The end goes out now: no later event would reveal a lost push, and the stage's
         # remaining work (records, diagnostics) must not hold it up.
         transaction.on_commit(lambda: turn_events_flush(conversation_id=turn.conversation_id))

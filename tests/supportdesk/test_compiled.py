@@ -17,7 +17,7 @@ from supportdesk.models import Conversation, Turn, TurnEvent
 from supportdesk.pipeline.submit import message_receive
 from supportdesk.selectors import plan_record_get, turn_get_for_stage, turn_synthetic, turns_before
 from supportdesk.services import (
-    conversation_create, turn_fields_save, turn_lock_at, turn_lock_owner, turn_lock_unfinished,
+    conversation_create, turn_fields_save, turn_lock_at, turn_lock_owner, turn_lock_unfinished, turn_status_set,
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -141,6 +141,24 @@ def test_a_turn_s_fields_are_saved_as_save_would_and_a_gone_turn_fails(no_enqueu
     Turn.objects.filter(pk=turn.pk).delete()
     with pytest.raises(DatabaseError, match="gone"):
         turn_fields_save(turn=turn, fields=("status",))
+
+
+def test_a_status_and_its_event_are_one_statement_and_a_gone_turn_stores_no_event(no_enqueue):
+    turn = message_receive(conversation=conversation_create().conversation, text="hello")
+    turn.guard_result = {"status": "passed"}
+    with CaptureQueriesContext(connection) as queries:
+        turn_status_set(turn=turn, status=Turn.Status.PLANNING, also=("guard_result",))
+    assert len(queries.captured_queries) == 1
+    saved = Turn.objects.get(pk=turn.pk)
+    assert (saved.status, saved.guard_result) == (Turn.Status.PLANNING, {"status": "passed"})
+    last = TurnEvent.objects.filter(turn=turn).order_by("-seq").first()
+    assert last is not None and (last.type, last.payload) == ("status", {"status": "planning"})
+    assert last.seq == Conversation.objects.get(pk=turn.conversation_id).last_event_seq
+    Turn.objects.filter(pk=turn.pk).delete()
+    with pytest.raises(DatabaseError, match="gone"):
+        turn_status_set(turn=turn, status=Turn.Status.ANSWERING)
+    assert not TurnEvent.objects.filter(conversation_id=turn.conversation_id, turn__isnull=True).exists()
+    assert Conversation.objects.get(pk=turn.conversation_id).last_event_seq == last.seq  # no seq taken
 
 
 def test_the_plan_record_of_a_turn_is_read_once_planned(no_enqueue):
