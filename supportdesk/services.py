@@ -116,15 +116,26 @@ def turn_fields_save(*, turn: Turn, fields: Sequence[str]) -> None:
             raise DatabaseError(f"turn {turn.pk} is gone: its fields {', '.join(fields)} were not saved")
 
 
-def turn_fields_save_emit(*, turn: Turn, fields: Sequence[str], type: str, payload: dict[str, Any]) -> None:
-    """:func:`turn_fields_save` and ``turn_event_emit`` of the same turn, in one statement."""
+# Diagnostics written with a turn's fields: (path, value) pairs, as for turn_diagnostics_merge.
+DiagnosticsWrites = Sequence[tuple[tuple[str, ...], object]]
+
+
+def turn_fields_save_emit(*, turn: Turn, fields: Sequence[str], type: str, payload: dict[str, Any],
+                          diagnostics: DiagnosticsWrites = ()) -> None:
+    """:func:`turn_fields_save` and ``turn_event_emit`` of the same turn, in one statement; ``diagnostics``:
+    merged into the turn's diagnostics by the same UPDATE (as :func:`turn_diagnostics_merge` would)."""
     sql, params = _turn_update(turn, fields)
+    if diagnostics:
+        expression, merged = _diagnostics_merges(diagnostics)
+        sql = sql.replace(" WHERE id = %s", f", diagnostics = {expression} WHERE id = %s")
+        params = [*params[:-1], *merged, params[-1]]
     if turn_update_emit(turn=turn, update=sql, params=params, type=type, payload=payload) is None:
         raise DatabaseError(f"turn {turn.pk} is gone: its fields {', '.join(fields)} were not saved")
 
 
 def _turn_update(turn: Turn, fields: Sequence[str]) -> tuple[str, list[Any]]:
-    """The UPDATE of ``fields`` and ``updated_at`` (built once per set of fields) and its parameters."""
+    """The UPDATE of ``fields`` and ``updated_at`` (built once per set of fields) and its parameters
+    (the turn's id last)."""
     names = tuple(dict.fromkeys([*fields, "updated_at"]))
     update = _TURN_UPDATES.get(names)
     if update is None:
@@ -139,11 +150,13 @@ def _turn_update(turn: Turn, fields: Sequence[str]) -> tuple[str, list[Any]]:
     return sql, [*(field.get_db_prep_save(field.pre_save(turn, False), connection) for field in columns), turn.pk]
 
 
-def turn_status_set(*, turn: Turn, status: str, also: tuple[str, ...] = ()) -> None:
+def turn_status_set(*, turn: Turn, status: str, also: tuple[str, ...] = (), diagnostics: DiagnosticsWrites = ()
+                    ) -> None:
     """Move a turn to ``status`` and tell the customer, in one statement; ``also``: other fields the caller
-    set, saved with it."""
+    set, saved with it; ``diagnostics``: as for :func:`turn_fields_save_emit`."""
     turn.status = status
-    turn_fields_save_emit(turn=turn, fields=("status", *also), type="status", payload={"status": status})
+    turn_fields_save_emit(turn=turn, fields=("status", *also), type="status", payload={"status": status},
+                          diagnostics=diagnostics)
 
 
 def turn_status_move(*, turn: Turn, status: str, expected: str) -> bool:
@@ -211,19 +224,23 @@ def turn_fail(*, turn: Turn, stage: str, code: str, detail: str = "", message_ke
         transaction.on_commit(lambda: turn_events_flush(conversation_id=turn.conversation_id))  # as in turn_finish
 
 
-def turn_finish(*, turn: Turn, status: str, also: tuple[str, ...] = (), locked: bool = False) -> None:
-    """Close a turn with a terminal status and the final ``done`` event (``also``: as for turn_status_set).
+def turn_finish(*, turn: Turn, status: str, also: tuple[str, ...] = (), locked: bool = False,
+                diagnostics: DiagnosticsWrites = ()) -> bool:
+    """Close a turn with a terminal status and the final ``done`` event (``also``, ``diagnostics``: as for
+    turn_status_set); False, and nothing written, when it had already ended.
 
     ``locked``: the caller's transaction already holds the row through ``turn_lock_unfinished``.
     """
     with transaction.atomic(savepoint=False):
         if not (locked and connection.in_atomic_block) and not turn_lock_unfinished(turn=turn):
-            return
+            return False
         turn.status = status
-        turn_fields_save_emit(turn=turn, fields=("status", *also), type="done", payload={"status": status})
+        turn_fields_save_emit(turn=turn, fields=("status", *also), type="done", payload={"status": status},
+                              diagnostics=diagnostics)
         # The end goes out now: no later event would reveal a lost push, and the stage's
         # remaining work (records, diagnostics) must not hold it up.
         transaction.on_commit(lambda: turn_events_flush(conversation_id=turn.conversation_id))
+        return True
 
 
 def turn_diagnostics_merge(*, turn_id: int, path: tuple[str, ...], value: object) -> None:
@@ -234,12 +251,22 @@ def turn_diagnostics_merge(*, turn_id: int, path: tuple[str, ...], value: object
         cursor.execute(f"UPDATE {Turn._meta.db_table} SET diagnostics = {expression} WHERE id = %s", [*params, turn_id])
 
 
-def _diagnostics_merged(path: tuple[str, ...], depth: int, value: object) -> tuple[str, list[Any]]:
-    """SQL for the diagnostics object at ``path[:depth]`` with ``value`` set below it."""
+def _diagnostics_merges(writes: DiagnosticsWrites) -> tuple[str, list[Any]]:
+    """SQL for the turn's diagnostics with each write merged in turn (each write's input named once)."""
+    expression, params = _diagnostics_merged(writes[0][0], 0, writes[0][1])
+    for n, (path, value) in enumerate(writes[1:], 1):
+        outer, outer_params = _diagnostics_merged(path, 0, value, base=f"d{n}")
+        expression, params = f"(SELECT {outer} FROM (SELECT {expression} AS d{n}) AS m{n})", [*outer_params, *params]
+    return expression, params
+
+
+def _diagnostics_merged(path: tuple[str, ...], depth: int, value: object, base: str = "diagnostics"
+                        ) -> tuple[str, list[Any]]:
+    """SQL for the diagnostics object (``base``) at ``path[:depth]`` with ``value`` set below it."""
     if depth == len(path):
         return "%s::jsonb", [json.dumps(value)]
-    inner, inner_params = _diagnostics_merged(path, depth + 1, value)
-    node = "(diagnostics #> %s::text[])"
+    inner, inner_params = _diagnostics_merged(path, depth + 1, value, base)
+    node = f"({base} #> %s::text[])"
     sql = f"(CASE WHEN jsonb_typeof({node}) = 'object' THEN {node} ELSE '{{}}'::jsonb END || jsonb_build_object(%s::text, {inner}))"
     here = list(path[:depth])
     return sql, [here, here, path[depth], *inner_params]

@@ -29,8 +29,8 @@ from supportdesk.handoff import WITH_PERSON, conversation_handoff_request, hando
 from supportdesk.llm import llm_client
 from supportdesk.models import Turn
 from supportdesk.selectors import context_history, plan_record_get, turn_plan_record, turns_before
-from supportdesk.pipeline.turnlog import stage_finish, stage_logged
-from supportdesk.services import message_language, turn_lock_owner, turn_status_set
+from supportdesk.pipeline.turnlog import stage_finish, stage_logged, stage_status_set
+from supportdesk.services import message_language, turn_lock_owner
 
 logger = logging.getLogger(__name__)
 
@@ -165,4 +165,4 @@ def plan_stage_run(*, turn: Turn) -> None:
                 elif action == "clarify":
                     handoff_if_failing(turn=turn)
             else:
-                turn_status_set(turn=turn, status=Turn.Status.ANSWERING, also=("plan_result", "ui_response", "language"))
+                stage_status_set(turn=turn, status=Turn.Status.ANSWERING, also=("plan_result", "ui_response", "language"))

@@ -30,7 +30,7 @@ from supportdesk.selectors import context_history, plan_record_get, turn_synthet
 from supportdesk.pipeline.answer.echo_filter import answer_text_clean
 from supportdesk.pipeline.answer.moderation import answer_moderate
 from supportdesk.pipeline.turnlog import stage_finish, stage_logged
-from supportdesk.services import turn_diagnostics_merge, turn_lock_unfinished
+from supportdesk.services import turn_lock_unfinished
 
 ANSWER_SYSTEM_PROMPT = (
     "You are a helpful customer-support assistant. Answer the customer's last message "
@@ -223,10 +223,9 @@ def answer_save(*, turn: Turn, final: FinalAnswer, diagnostics: dict[str, Any]) 
         turn.answer_message = answer
         turn.answer_text = final.text
         turn.answer_result = final.model_dump()
-        turn_diagnostics_merge(turn_id=turn.pk, path=("answer",), value=diagnostics)
         for source in final.sources:
             turn_event_emit(turn=turn, type="citation", payload=source.model_dump())
         turn_event_emit(turn=turn, type="answer", payload=public)
-        # The answer is saved with the final status, in one UPDATE.
+        # The answer and its diagnostics are saved with the final status, in one UPDATE.
         stage_finish(turn=turn, status=Turn.Status.DONE, also=("answer_message", "answer_text", "answer_result"),
-                     locked=True)
+                     locked=True, diagnostics=((("answer",), diagnostics),))
