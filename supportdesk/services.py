@@ -155,8 +155,15 @@ def turn_status_set(*, turn: Turn, status: str, also: tuple[str, ...] = (), diag
     """Move a turn to ``status`` and tell the customer, in one statement; ``also``: other fields the caller
     set, saved with it; ``diagnostics``: as for :func:`turn_fields_save_emit`."""
     turn.status = status
-    turn_fields_save_emit(turn=turn, fields=("status", *also), type="status", payload={"status": status},
-                          diagnostics=diagnostics)
+    turn_fields_save_emit(turn=turn, fields=("status", *also, *_lease_given_back(turn)), type="status",
+                          payload={"status": status}, diagnostics=diagnostics)
+
+
+def _lease_given_back(turn: Turn) -> tuple[str, ...]:
+    """The stage's lease (``supportdesk.pipeline.leases``) given back by the UPDATE that moves the turn on
+    or ends it: the fields to save with it. A later stage or an ended turn needs no lease of this one."""
+    turn.lease_owner, turn.lease_until = "", None
+    return ("lease_owner", "lease_until")
 
 
 def turn_status_move(*, turn: Turn, status: str, expected: str) -> bool:
@@ -235,8 +242,8 @@ def turn_finish(*, turn: Turn, status: str, also: tuple[str, ...] = (), locked: 
         if not (locked and connection.in_atomic_block) and not turn_lock_unfinished(turn=turn):
             return False
         turn.status = status
-        turn_fields_save_emit(turn=turn, fields=("status", *also), type="done", payload={"status": status},
-                              diagnostics=diagnostics)
+        turn_fields_save_emit(turn=turn, fields=("status", *also, *_lease_given_back(turn)), type="done",
+                              payload={"status": status}, diagnostics=diagnostics)
         # The end goes out now: no later event would reveal a lost push, and the stage's
         # remaining work (records, diagnostics) must not hold it up.
         transaction.on_commit(lambda: turn_events_flush(conversation_id=turn.conversation_id))

@@ -3,8 +3,8 @@
 The lease (``stage_lease``): a stage task claims its turn before it runs, with one UPDATE that
 succeeds only when no other live task holds the turn; this process's recovery thread
 (:mod:`supportdesk.pipeline.recovery`) renews it while the stage runs (``leases_renew``), and
-it is given back when the stage ends. A worker killed mid-stage stops renewing, and its lease
-lapses after ``TURN_LEASE_SECONDS``. The budget: a turn has ``TURN_DEADLINE_SECONDS`` from its
+it is given back by the UPDATE that moves the turn on or ends it, or else when the stage ends. A
+worker killed mid-stage stops renewing, and its lease lapses after ``TURN_LEASE_SECONDS``. The budget: a turn has ``TURN_DEADLINE_SECONDS`` from its
 creation, or from its last wait for the local model to start (``turn_budget_start``).
 
 This module knows no stage and no task: it writes the turn's lease and budget columns only.
@@ -77,12 +77,18 @@ def lease_release(*, turn_id: int, owner: str) -> None:
 
 
 @contextlib.contextmanager
-def stage_lease(*, turn_id: int, owner: str) -> Iterator[bool]:
+def stage_lease(*, turn_id: int, owner: str, turn: Turn | None = None) -> Iterator[bool]:
     """Hold the turn's lease while the block runs (renewed by the recovery thread); yields False,
-    and holds nothing, when another live task has it."""
+    and holds nothing, when another live task has it.
+
+    ``turn``: the stage's turn in memory. The UPDATE that moves a turn on or ends it gives the lease
+    back with it (``services.turn_status_set``, ``turn_finish`` clear ``lease_owner``): then there is
+    nothing left to give back here, and no statement to send."""
     if not lease_claim(turn_id=turn_id, owner=owner):
         yield False
         return
+    if turn is not None:
+        turn.lease_owner = owner  # as the row now says
     with _held.lock:
         _held.leases[turn_id] = owner
     try:
@@ -91,7 +97,8 @@ def stage_lease(*, turn_id: int, owner: str) -> Iterator[bool]:
         with _held.lock:
             _held.leases.pop(turn_id, None)
         try:
-            lease_release(turn_id=turn_id, owner=owner)
+            if turn is None or turn.lease_owner == owner:
+                lease_release(turn_id=turn_id, owner=owner)
         except Exception:  # no connection now: the lease lapses by itself in TURN_LEASE_SECONDS
             logger.warning("could not give back the lease of turn %s; it lapses by itself", turn_id, exc_info=True)
 

@@ -63,7 +63,7 @@ def stage_run_guarded(task: Task, turn_id: int, stage: str, run: Callable[..., N
         return
     # The lease: a copy of this stage sent again by the sweeper (supportdesk.pipeline.recovery), or redelivered
     # by the broker, does nothing while this one runs; a worker that dies lets it lapse.
-    with stage_lease(turn_id=turn_id, owner=lease_owner_name(stage, task.request.id)) as leased:
+    with stage_lease(turn_id=turn_id, owner=lease_owner_name(stage, task.request.id), turn=turn) as leased:
         if not leased:
             logger.info("stage %s of turn %s is already running elsewhere; nothing to do", stage, turn_id)
             return

@@ -6,6 +6,8 @@ import time
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from sgr.strings import ui_string
@@ -13,7 +15,7 @@ from supportdesk.pipeline import leases, recovery
 from supportdesk.llm import call_time_left, calls_deadline, llm_client
 from supportdesk.models import Turn, TurnEvent
 from supportdesk.pipeline.submit import message_receive
-from supportdesk.services import conversation_create
+from supportdesk.services import conversation_create, turn_finish, turn_status_set
 from supportdesk.events import turn_event_emit
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -77,6 +79,26 @@ def test_a_running_stage_keeps_its_lease_alive(no_enqueue, settings):
     turn.refresh_from_db()
     assert turn.lease_owner == "" and turn.lease_until is None
     assert leases.leases_renew() == 0
+
+
+def test_the_update_that_moves_a_turn_on_or_ends_it_gives_the_lease_back_with_no_statement_of_its_own(no_enqueue):
+    for move in (lambda turn: turn_status_set(turn=turn, status=Turn.Status.PLANNING),
+                 lambda turn: turn_finish(turn=turn, status=Turn.Status.BLOCKED)):
+        turn = _turn(Turn.Status.GUARDING)
+        owner = leases.lease_owner_name("guard", "task-1")
+        with CaptureQueriesContext(connection) as queries:
+            with leases.stage_lease(turn_id=turn.pk, owner=owner, turn=turn) as leased:
+                assert leased and Turn.objects.get(pk=turn.pk).lease_owner == owner
+                move(turn)
+        assert not any(q["sql"].lstrip().startswith("UPDATE") and "lease_owner = ''" in q["sql"]
+                       for q in queries.captured_queries)  # no release of its own
+        turn.refresh_from_db()
+        assert turn.lease_owner == "" and turn.lease_until is None
+    turn = _turn(Turn.Status.GUARDING)
+    with leases.stage_lease(turn_id=turn.pk, owner=owner, turn=turn) as leased:
+        assert leased  # a stage that leaves the turn where it was still gives the lease back
+    turn.refresh_from_db()
+    assert turn.lease_owner == "" and turn.lease_until is None
 
 
 def test_the_sweeper_resends_a_lapsed_stage_and_retracts_the_half_answer(no_enqueue, sent, settings):
