@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 from typing import Any
 
@@ -17,7 +16,7 @@ from supportdesk.compiled import CompiledRead
 from supportdesk.pipeline.answer.agent import AgentOutcome, agent_run
 from supportdesk.pipeline.answer.batching import TokenBatcher
 from supportdesk.pipeline.answer.final import FinalAnswer, final_answer_build
-from supportdesk.pipeline.answer.kb import KbResult, kb_attempt_mark, kb_search
+from supportdesk.pipeline.answer.kb import AttemptSearch, KbResult
 from supportdesk.markup import answer_html
 from supportdesk.pipeline.answer.prefetch import plan_prefetch, prefetch_messages
 from supportdesk.pipeline.answer.trust import (
@@ -101,7 +100,7 @@ def answer_stage_run(*, turn: Turn) -> None:
             return
         answer_restart_clear(turn=turn)
         record = plan_record_get(turn_id=turn.pk)
-        search = functools.partial(kb_search, numbered_after=kb_attempt_mark(turn_id=turn.pk))
+        search = AttemptSearch()
         prefetched = plan_prefetch(turn_id=turn.pk, language=language, record=record, message=turn.user_message.text,
                                    search=search)
         coverage = answer_coverage(turn=turn, record=record, prefetched=prefetched)
