@@ -1,5 +1,5 @@
 """PlanRecord services: one record per turn, for analysts and for retries (the stages read a turn's
-record through ``supportdesk.selectors.plan_record_get``)."""
+record with the turn itself: ``supportdesk.selectors.turn_get_for_stage``)."""
 
 from __future__ import annotations
 

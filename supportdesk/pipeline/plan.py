@@ -28,7 +28,7 @@ from supportdesk.events import turn_event_emit
 from supportdesk.handoff import WITH_PERSON, conversation_handoff_request, handoff_if_failing
 from supportdesk.llm import llm_client
 from supportdesk.models import Turn
-from supportdesk.selectors import context_history, plan_record_get, turn_plan_record, turns_before
+from supportdesk.selectors import context_history, turn_plan_record, turns_before
 from supportdesk.pipeline.turnlog import stage_finish, stage_logged, stage_status_set
 from supportdesk.services import message_language, turn_lock_owner
 
@@ -74,7 +74,7 @@ def clarification_asked(record: PlanRecord, language: str) -> str:
 
 def planner_output_ensure(*, turn: Turn, verdict: Verdict) -> PlanRecord:
     """The turn's stored planner output; plans (one call, plus at most one repair) only if there is none."""
-    record = plan_record_get(turn_id=turn.pk)
+    record = turn_plan_record(turn)  # loaded with the turn (turn_get_for_stage)
     if record is not None and record.plan is not None:
         return record
     language = turn.language

@@ -15,7 +15,9 @@ from supportdesk.compiled import CompiledRead
 from supportdesk.events import conversation_events_after, turn_event_emit
 from supportdesk.models import Conversation, Turn, TurnEvent
 from supportdesk.pipeline.submit import message_receive
-from supportdesk.selectors import plan_record_get, turn_get_for_stage, turn_synthetic, turns_before
+from supportdesk.selectors import (
+    turn_get_for_stage, turn_plan_record, turn_synthetic, turns_before,
+)
 from supportdesk.services import (
     conversation_create, turn_fields_save, turn_lock_at, turn_lock_owner, turn_lock_unfinished, turn_status_set,
 )
@@ -27,10 +29,14 @@ def _field_values(instance: Model) -> dict[str, object]:
     return {field.attname: getattr(instance, field.attname) for field in type(instance)._meta.concrete_fields}
 
 
-def test_the_turn_for_a_stage_is_the_orm_s_turn_with_its_conversation_and_message(no_enqueue):
+def test_the_turn_for_a_stage_is_the_orm_s_turn_with_its_conversation_message_and_plan_record(no_enqueue):
     turn = message_receive(conversation=conversation_create(language="de").conversation, text="Wie setze ich das zurück?")
     Turn.objects.filter(pk=turn.pk).update(plan_result={"action": "normal", "ids": [1, 2]}, diagnostics={"a": {"b": 1}})
     expected = Turn.objects.select_related("conversation", "user_message").get(pk=turn.pk)
+    assert turn_plan_record(turn_get_for_stage(turn_id=turn.pk)) is None  # not planned yet
+    expected_record = PlanRecord.objects.create(turn_id=turn.pk, conversation_id=turn.conversation_id,
+                                                plan={"action": "normal"}, context_synthetic="## Analysis")
+    expected_record.refresh_from_db()
 
     for _ in range(2):  # compiled at the first call, reused at the second
         loaded = turn_get_for_stage(turn_id=turn.pk)
@@ -41,6 +47,9 @@ def test_the_turn_for_a_stage_is_the_orm_s_turn_with_its_conversation_and_messag
             assert _field_values(loaded.conversation) == _field_values(expected.conversation)
             assert _field_values(loaded.user_message) == _field_values(expected.user_message)
             assert loaded.user_message.turn is loaded
+            record = turn_plan_record(loaded)
+            assert record is not None and record.turn_id == turn.pk and record.plan == {"action": "normal"}
+            assert _field_values(record) == _field_values(expected_record)
         assert queries.captured_queries == []
         assert not loaded._state.adding and loaded._state.db == "default"
     assert turn_get_for_stage(turn_id=turn.pk + 1000) is None
@@ -159,13 +168,3 @@ def test_a_status_and_its_event_are_one_statement_and_a_gone_turn_stores_no_even
         turn_status_set(turn=turn, status=Turn.Status.ANSWERING)
     assert not TurnEvent.objects.filter(conversation_id=turn.conversation_id, turn__isnull=True).exists()
     assert Conversation.objects.get(pk=turn.conversation_id).last_event_seq == last.seq  # no seq taken
-
-
-def test_the_plan_record_of_a_turn_is_read_once_planned(no_enqueue):
-    turn = message_receive(conversation=conversation_create().conversation, text="hello")
-    assert plan_record_get(turn_id=turn.pk) is None
-    PlanRecord.objects.create(turn_id=turn.pk, conversation_id=turn.conversation_id, plan={"action": "normal"},
-                              context_synthetic="## Analysis")
-    record = plan_record_get(turn_id=turn.pk)
-    assert record is not None and record.turn_id == turn.pk
-    assert (record.plan, record.context_synthetic) == ({"action": "normal"}, "## Analysis")

@@ -25,7 +25,7 @@ from supportdesk.events import turn_event_emit
 from supportdesk.handoff import WITH_PERSON, handoff_if_failing
 from supportdesk.llm import llm_client
 from supportdesk.models import Message, Turn, TurnEvent
-from supportdesk.selectors import context_history, plan_record_get, turn_synthetic
+from supportdesk.selectors import context_history, turn_plan_record, turn_synthetic
 from supportdesk.pipeline.answer.echo_filter import answer_text_clean
 from supportdesk.pipeline.answer.moderation import answer_moderate
 from supportdesk.pipeline.turnlog import stage_finish, stage_logged
@@ -99,7 +99,7 @@ def answer_stage_run(*, turn: Turn) -> None:
             stage_finish(turn=turn, status=Turn.Status.HUMAN)
             return
         answer_restart_clear(turn=turn)
-        record = plan_record_get(turn_id=turn.pk)
+        record = turn_plan_record(turn)  # loaded with the turn (turn_get_for_stage)
         search = AttemptSearch()
         prefetched = plan_prefetch(turn_id=turn.pk, language=language, record=record, message=turn.user_message.text,
                                    search=search)
