@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from django.core.exceptions import ObjectDoesNotExist
@@ -41,6 +42,14 @@ def turn_get_for_stage(*, turn_id: int) -> Turn | None:
     once (three times a turn, docs/benchmarks.md); the plan and answer stages read no record of their own."""
     turn: Turn | None = _TURN_FOR_STAGE.first(turn_id)
     return turn
+
+
+def turn_get_for_stage_after(*, turn_id: int, update: str, params: Sequence[Any]) -> tuple[Turn | None, bool]:
+    """:func:`turn_get_for_stage` behind ``update`` (an UPDATE of the turn's row: the stage's lease claim,
+    ``supportdesk.pipeline.leases``) in one statement: the turn as it was before the UPDATE, and whether
+    the UPDATE changed its row."""
+    turn, changed = _TURN_FOR_STAGE.first_after(update, params, turn_id)
+    return turn, changed
 
 
 def _turns_before_query(turn_id: int) -> QuerySet[Turn]:

@@ -56,6 +56,23 @@ def test_a_lease_is_held_by_one_task_until_released_or_lapsed(no_enqueue, settin
     assert leases.lease_claim(turn_id=turn.pk, owner="guard:c")
 
 
+def test_a_stage_reads_its_turn_and_claims_it_in_one_statement_only_while_unfinished(no_enqueue):
+    turn = _turn(Turn.Status.PLANNING)
+    with CaptureQueriesContext(connection) as queries:
+        loaded, claimed = leases.turn_claim_for_stage(turn_id=turn.pk, owner="sgr:a")
+    assert len(queries.captured_queries) == 1
+    assert claimed and loaded is not None and loaded.pk == turn.pk and loaded.status == Turn.Status.PLANNING
+    assert loaded.user_message.text == TEXTS["en"] and loaded.conversation.pk == turn.conversation_id
+    assert loaded.lease_owner == ""  # the row as it was before the claim
+    assert Turn.objects.get(pk=turn.pk).lease_owner == "sgr:a"
+    assert leases.turn_claim_for_stage(turn_id=turn.pk, owner="sgr:b")[1] is False  # a live lease keeps b out
+    Turn.objects.filter(pk=turn.pk).update(status=Turn.Status.DONE, lease_owner="", lease_until=None)
+    loaded, claimed = leases.turn_claim_for_stage(turn_id=turn.pk, owner="sgr:c")
+    assert loaded is not None and loaded.is_finished and not claimed
+    assert Turn.objects.get(pk=turn.pk).lease_owner == ""  # an ended turn takes no lease
+    assert leases.turn_claim_for_stage(turn_id=turn.pk + 1000, owner="sgr:d") == (None, False)
+
+
 def test_a_later_stage_takes_over_a_lease_its_predecessor_could_not_give_back(no_enqueue):
     turn = _turn(Turn.Status.PLANNING)
     guard = leases.lease_owner_name("guard", "task-1")
