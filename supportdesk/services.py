@@ -120,16 +120,21 @@ def turn_fields_save(*, turn: Turn, fields: Sequence[str]) -> None:
 DiagnosticsWrites = Sequence[tuple[tuple[str, ...], object]]
 
 
-def turn_fields_save_emit(*, turn: Turn, fields: Sequence[str], type: str, payload: dict[str, Any],
+# Events stored with a turn's fields, before the one that announces them: (type, payload) pairs.
+Events = Sequence[tuple[str, dict[str, Any]]]
+
+
+def turn_fields_save_emit(*, turn: Turn, fields: Sequence[str], events: Events,
                           diagnostics: DiagnosticsWrites = ()) -> None:
-    """:func:`turn_fields_save` and ``turn_event_emit`` of the same turn, in one statement; ``diagnostics``:
-    merged into the turn's diagnostics by the same UPDATE (as :func:`turn_diagnostics_merge` would)."""
+    """:func:`turn_fields_save` and ``turn_event_emit`` of each of ``events`` (in order), in one statement;
+    ``diagnostics``: merged into the turn's diagnostics by the same UPDATE (as :func:`turn_diagnostics_merge`
+    would)."""
     sql, params = _turn_update(turn, fields)
     if diagnostics:
         expression, merged = _diagnostics_merges(diagnostics)
         sql = sql.replace(" WHERE id = %s", f", diagnostics = {expression} WHERE id = %s")
         params = [*params[:-1], *merged, params[-1]]
-    if turn_update_emit(turn=turn, update=sql, params=params, type=type, payload=payload) is None:
+    if turn_update_emit(turn=turn, update=sql, params=params, events=events) is None:
         raise DatabaseError(f"turn {turn.pk} is gone: its fields {', '.join(fields)} were not saved")
 
 
@@ -150,13 +155,14 @@ def _turn_update(turn: Turn, fields: Sequence[str]) -> tuple[str, list[Any]]:
     return sql, [*(field.get_db_prep_save(field.pre_save(turn, False), connection) for field in columns), turn.pk]
 
 
-def turn_status_set(*, turn: Turn, status: str, also: tuple[str, ...] = (), diagnostics: DiagnosticsWrites = ()
-                    ) -> None:
+def turn_status_set(*, turn: Turn, status: str, also: tuple[str, ...] = (), diagnostics: DiagnosticsWrites = (),
+                    before: Events = ()) -> None:
     """Move a turn to ``status`` and tell the customer, in one statement; ``also``: other fields the caller
-    set, saved with it; ``diagnostics``: as for :func:`turn_fields_save_emit`."""
+    set, saved with it; ``diagnostics``: as for :func:`turn_fields_save_emit`; ``before``: events stored
+    and sent before the ``status`` one, by the same statement."""
     turn.status = status
-    turn_fields_save_emit(turn=turn, fields=("status", *also, *_lease_given_back(turn)), type="status",
-                          payload={"status": status}, diagnostics=diagnostics)
+    turn_fields_save_emit(turn=turn, fields=("status", *also, *_lease_given_back(turn)),
+                          events=[*before, ("status", {"status": status})], diagnostics=diagnostics)
 
 
 def _lease_given_back(turn: Turn) -> tuple[str, ...]:
@@ -232,9 +238,9 @@ def turn_fail(*, turn: Turn, stage: str, code: str, detail: str = "", message_ke
 
 
 def turn_finish(*, turn: Turn, status: str, also: tuple[str, ...] = (), locked: bool = False,
-                diagnostics: DiagnosticsWrites = ()) -> bool:
-    """Close a turn with a terminal status and the final ``done`` event (``also``, ``diagnostics``: as for
-    turn_status_set); False, and nothing written, when it had already ended.
+                diagnostics: DiagnosticsWrites = (), before: Events = ()) -> bool:
+    """Close a turn with a terminal status and the final ``done`` event (``also``, ``diagnostics``,
+    ``before``: as for turn_status_set); False, and nothing written, when it had already ended.
 
     ``locked``: the caller's transaction already holds the row through ``turn_lock_unfinished``.
     """
@@ -242,8 +248,8 @@ def turn_finish(*, turn: Turn, status: str, also: tuple[str, ...] = (), locked: 
         if not (locked and connection.in_atomic_block) and not turn_lock_unfinished(turn=turn):
             return False
         turn.status = status
-        turn_fields_save_emit(turn=turn, fields=("status", *also, *_lease_given_back(turn)), type="done",
-                              payload={"status": status}, diagnostics=diagnostics)
+        turn_fields_save_emit(turn=turn, fields=("status", *also, *_lease_given_back(turn)),
+                              events=[*before, ("done", {"status": status})], diagnostics=diagnostics)
         # The end goes out now: no later event would reveal a lost push, and the stage's
         # remaining work (records, diagnostics) must not hold it up.
         transaction.on_commit(lambda: turn_events_flush(conversation_id=turn.conversation_id))

@@ -16,7 +16,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from supportdesk.models import Turn
-from supportdesk.services import DiagnosticsWrites, turn_diagnostics_merge, turn_fail, turn_finish, turn_status_set
+from supportdesk.services import DiagnosticsWrites, Events, turn_diagnostics_merge, turn_fail, turn_finish, turn_status_set
 
 logger = logging.getLogger("supportdesk.turn")
 _current: ContextVar[StageLog | None] = ContextVar("supportdesk_stage", default=None)
@@ -101,20 +101,21 @@ def _figures_now() -> tuple[StageLog | None, DiagnosticsWrites]:
 
 
 def stage_finish(*, turn: Turn, status: str, also: tuple[str, ...] = (), locked: bool = False,
-                 diagnostics: DiagnosticsWrites = ()) -> None:
-    """The running stage closes its turn (``services.turn_finish``), its figures (and ``diagnostics``) stored
-    by the same UPDATE."""
+                 diagnostics: DiagnosticsWrites = (), before: Events = ()) -> None:
+    """The running stage closes its turn (``services.turn_finish``; ``before``: events before ``done``),
+    its figures (and ``diagnostics``) stored by the same UPDATE."""
     record, figures = _figures_now()
-    if turn_finish(turn=turn, status=status, also=also, locked=locked, diagnostics=(*diagnostics, *figures)):
+    if turn_finish(turn=turn, status=status, also=also, locked=locked, diagnostics=(*diagnostics, *figures),
+                   before=before):
         if record is not None:
             record.stored = True
 
 
-def stage_status_set(*, turn: Turn, status: str, also: tuple[str, ...] = ()) -> None:
-    """The running stage hands its turn on (``services.turn_status_set``), its figures stored by the same
-    UPDATE (the log line still comes when the stage ends)."""
+def stage_status_set(*, turn: Turn, status: str, also: tuple[str, ...] = (), before: Events = ()) -> None:
+    """The running stage hands its turn on (``services.turn_status_set``; ``before``: events before the
+    ``status`` one), its figures stored by the same UPDATE (the log line still comes when the stage ends)."""
     record, figures = _figures_now()
-    turn_status_set(turn=turn, status=status, also=also, diagnostics=figures)
+    turn_status_set(turn=turn, status=status, also=also, diagnostics=figures, before=before)
     if record is not None:
         record.stored = True
 

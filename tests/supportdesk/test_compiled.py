@@ -152,7 +152,7 @@ def test_a_turn_s_fields_are_saved_as_save_would_and_a_gone_turn_fails(no_enqueu
         turn_fields_save(turn=turn, fields=("status",))
 
 
-def test_a_status_and_its_event_are_one_statement_and_a_gone_turn_stores_no_event(no_enqueue):
+def test_a_status_and_its_events_are_one_statement_in_order_and_a_gone_turn_stores_none(no_enqueue):
     turn = message_receive(conversation=conversation_create().conversation, text="hello")
     turn.guard_result = {"status": "passed"}
     with CaptureQueriesContext(connection) as queries:
@@ -163,6 +163,16 @@ def test_a_status_and_its_event_are_one_statement_and_a_gone_turn_stores_no_even
     last = TurnEvent.objects.filter(turn=turn).order_by("-seq").first()
     assert last is not None and (last.type, last.payload) == ("status", {"status": "planning"})
     assert last.seq == Conversation.objects.get(pk=turn.conversation_id).last_event_seq
+    with CaptureQueriesContext(connection) as queries:
+        turn_status_set(turn=turn, status=Turn.Status.ANSWERING,
+                        before=[("plan", {"action": "normal", "text": "Ok"}), ("citation", {"number": 1})])
+    assert len(queries.captured_queries) == 1
+    events = list(TurnEvent.objects.filter(turn=turn, seq__gt=last.seq).order_by("seq"))
+    assert [(e.seq - last.seq, e.type, e.payload) for e in events] == [
+        (1, "plan", {"action": "normal", "text": "Ok"}), (2, "citation", {"number": 1}),
+        (3, "status", {"status": "answering"})]
+    last = events[-1]
+    assert Conversation.objects.get(pk=turn.conversation_id).last_event_seq == last.seq
     Turn.objects.filter(pk=turn.pk).delete()
     with pytest.raises(DatabaseError, match="gone"):
         turn_status_set(turn=turn, status=Turn.Status.ANSWERING)

@@ -222,9 +222,7 @@ def answer_save(*, turn: Turn, final: FinalAnswer, diagnostics: dict[str, Any]) 
         turn.answer_message = answer
         turn.answer_text = final.text
         turn.answer_result = final.model_dump()
-        for source in final.sources:
-            turn_event_emit(turn=turn, type="citation", payload=source.model_dump())
-        turn_event_emit(turn=turn, type="answer", payload=public)
-        # The answer and its diagnostics are saved with the final status, in one UPDATE.
+        # The answer, its diagnostics, its citation and answer events and the final status: one statement.
         stage_finish(turn=turn, status=Turn.Status.DONE, also=("answer_message", "answer_text", "answer_result"),
-                     locked=True, diagnostics=((("answer",), diagnostics),))
+                     locked=True, diagnostics=((("answer",), diagnostics),),
+                     before=[*(("citation", source.model_dump()) for source in final.sources), ("answer", public)])
