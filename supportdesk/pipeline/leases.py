@@ -95,8 +95,9 @@ def stage_lease(*, turn_id: int, owner: str, turn: Turn | None = None, claimed: 
     (:func:`turn_claim_for_stage`); None: claim it now.
 
     ``turn``: the stage's turn in memory. The UPDATE that moves a turn on or ends it gives the lease
-    back with it (``services.turn_status_set``, ``turn_finish`` clear ``lease_owner``): then there is
-    nothing left to give back here, and no statement to send."""
+    back with it (``services.turn_status_set``, ``turn_finish`` clear ``lease_owner``): then, when the
+    block ends normally, there is nothing left to give back here, and no statement to send (a block
+    that raises gives it back whatever memory says: the UPDATE may have been rolled back)."""
     if not (lease_claim(turn_id=turn_id, owner=owner) if claimed is None else claimed):
         yield False
         return
@@ -104,13 +105,15 @@ def stage_lease(*, turn_id: int, owner: str, turn: Turn | None = None, claimed: 
         turn.lease_owner = owner  # as the row now says
     with _held.lock:
         _held.leases[turn_id] = owner
+    given_back = False
     try:
         yield True
+        given_back = turn is not None and turn.lease_owner != owner
     finally:
         with _held.lock:
             _held.leases.pop(turn_id, None)
         try:
-            if turn is None or turn.lease_owner == owner:
+            if not given_back:
                 lease_release(turn_id=turn_id, owner=owner)
         except Exception:  # no connection now: the lease lapses by itself in TURN_LEASE_SECONDS
             logger.warning("could not give back the lease of turn %s; it lapses by itself", turn_id, exc_info=True)

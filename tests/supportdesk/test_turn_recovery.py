@@ -6,7 +6,7 @@ import time
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -116,6 +116,13 @@ def test_the_update_that_moves_a_turn_on_or_ends_it_gives_the_lease_back_with_no
         assert leased  # a stage that leaves the turn where it was still gives the lease back
     turn.refresh_from_db()
     assert turn.lease_owner == "" and turn.lease_until is None
+    turn = _turn(Turn.Status.GUARDING)
+    with pytest.raises(RuntimeError), leases.stage_lease(turn_id=turn.pk, owner=owner, turn=turn):
+        with transaction.atomic():
+            turn_status_set(turn=turn, status=Turn.Status.PLANNING)
+            raise RuntimeError("rolled back")  # the move and its lease hand-back with it
+    turn.refresh_from_db()
+    assert turn.status == Turn.Status.GUARDING and turn.lease_owner == "" and turn.lease_until is None
 
 
 def test_the_sweeper_resends_a_lapsed_stage_and_retracts_the_half_answer(no_enqueue, sent, settings):
