@@ -31,7 +31,7 @@ SEARCH_KB_TOOL: dict[str, object] = {
 
 def search_kb(query: str | list[str], *, turn_id: int | None = None, language: str | None = None,
               k: int | None = None, filters: SearchFilters | None = None,
-              numbered_after: int | None = None, focus: int | None = None) -> KBSearchResult:
+              numbered_after: int | None = None, first: bool = False, focus: int | None = None) -> KBSearchResult:
     """Search for ``query`` (or the several queries of one turn), fit the articles to ``LLM_CONTEXT_BUDGET``.
 
     Articles are de-duplicated across the queries and, when ``turn_id`` is given,
@@ -41,7 +41,8 @@ def search_kb(query: str | list[str], *, turn_id: int | None = None, language: s
     as a QueryTrace (queries, results with scores, confidence, budget, latency).
     ``numbered_after`` (a trace id) limits "earlier calls" to the traces after it: a
     retried answer stage starts a new model context that has seen none of the
-    articles its failed attempt was given (see :func:`turn_search_mark`).
+    articles its failed attempt was given; ``first``: the first search of such a context,
+    for which no earlier call counts (and none is read).
     ``focus``: when the best article is likely relevant, only the best ``focus`` articles go to the
     model (a small model answers from a lower-ranked article when given five; the trace still lists
     every hit, numbered or not).
@@ -54,7 +55,7 @@ def search_kb(query: str | list[str], *, turn_id: int | None = None, language: s
     queries = [KBSearchInput(query=q).query for q in queries]
     k = k or settings.RETRIEVAL_TOP_K
     language = language or language_detect(" ".join(queries), default=settings.DEFAULT_LANGUAGE)
-    already = _turn_numbers(turn_id, after=numbered_after)
+    already = {} if first else _turn_numbers(turn_id, after=numbered_after)
     error = ""
     try:
         articles = articles_search(queries, k=k, filters=filters, language=language)
@@ -91,14 +92,6 @@ def _trace_row(article: Article, number: int | None) -> dict[str, object]:
         "text_rank": best.text_rank, "fused_score": best.fused_score, "rerank_score": best.rerank_score,
         "relevance": round(relevance(best.vector_score), 4),
     }
-
-
-def turn_search_mark(turn_id: int) -> int:
-    """The id of the turn's last search so far (0 before any): an answer attempt's numbering starts after it."""
-    with connection.cursor() as cursor:  # every answer stage asks: in SQL, as _turn_numbers
-        cursor.execute(f"SELECT max(id) FROM {QueryTrace._meta.db_table} WHERE turn_id = %s", [turn_id])
-        row = cursor.fetchone()
-    return int(row[0]) if row and row[0] is not None else 0
 
 
 def _turn_numbers(turn_id: int | None, *, after: int | None = None) -> dict[int, int]:

@@ -12,7 +12,7 @@ queryset would (the field converters, ``select_related`` objects included).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -56,17 +56,39 @@ class CompiledRead(Generic[M]):
     def rows(self, *parameters: Any) -> Iterator[Any]:
         """The queryset's results for ``parameters`` (model instances, or tuples for ``values_list``)."""
         compiled = self._compiled or self._compile()
+        return self._built(compiled, self._fetched(compiled, compiled.sql, self._bound(compiled, parameters)))
+
+    def first_after(self, statement: str, statement_params: Sequence[Any], *parameters: Any) -> tuple[Any, bool]:
+        """``statement`` (an UPDATE, INSERT or DELETE) and the read (of model instances), in one statement:
+        the first result for ``parameters`` as it was before ``statement`` (or None), and whether
+        ``statement`` changed a row (False, too, when the read finds nothing)."""
+        compiled = self._compiled or self._compile()
+        columns, tables = compiled.sql.split(" FROM ", 1)
+        sql = f"WITH changed AS ({statement} RETURNING 1) {columns}, EXISTS (SELECT 1 FROM changed) FROM {tables}"
+        fetched = self._fetched(compiled, sql, [*statement_params, *self._bound(compiled, parameters)])
+        first = next(self._built(compiled, fetched), None)
+        return first, bool(fetched and fetched[0][-1])  # the flag: the column after the queryset's own
+
+    def _bound(self, compiled: _Compiled, parameters: tuple[Any, ...]) -> list[Any]:
+        if len(parameters) != self._parameters:
+            raise TypeError(f"{self._parameters} parameters expected, not {len(parameters)}")
+        params = list(compiled.params)
+        for place, which in compiled.at:
+            params[place] = parameters[which]
+        return params
+
+    @staticmethod
+    def _fetched(compiled: _Compiled, sql: str, params: list[Any]) -> list[Any]:
         connection = connections[DEFAULT_DB_ALIAS]
         if compiled.for_update and connection.get_autocommit():
             raise TransactionManagementError("select_for_update cannot be used outside of a transaction.")
-        params = list(compiled.params)
-        if len(parameters) != self._parameters:
-            raise TypeError(f"{self._parameters} parameters expected, not {len(parameters)}")
-        for place, which in compiled.at:
-            params[place] = parameters[which]
         with connection.cursor() as cursor:
-            cursor.execute(compiled.sql, params)
-            fetched = cursor.fetchall()
+            cursor.execute(sql, params)
+            return cursor.fetchall()
+
+    @staticmethod
+    def _built(compiled: _Compiled, fetched: list[Any]) -> Iterator[Any]:
+        connection = connections[DEFAULT_DB_ALIAS]
         for values in fetched:
             row = list(values)
             for position, (functions, expression) in compiled.converters:

@@ -25,6 +25,7 @@ import logging
 import os
 import threading
 from collections import deque
+from collections.abc import Sequence
 from typing import Any
 
 import redis
@@ -123,6 +124,38 @@ def turn_status_move_emit(*, turn: Turn, status: str, expected: str) -> TurnEven
         return None
     turn.status, turn.updated_at = status, now
     return _stored(turn, "status", payload, now, row)
+
+
+# Several events of one turn behind an UPDATE of its row (turn_update_emit): the conversation's seq moves
+# by their number, and each takes its place in that range, in the order given.
+_UPDATE_EMIT_SQL = (
+    "WITH saved AS ({update} RETURNING id), next AS ("
+    f"UPDATE {Conversation._meta.db_table} SET last_event_seq = last_event_seq + %s WHERE id = %s "
+    f"AND EXISTS (SELECT 1 FROM saved){_SEQ_RETURNING}) "
+    f"INSERT INTO {TurnEvent._meta.db_table} (conversation_id, turn_id, seq, type, payload, created_at) "
+    "SELECT %s, %s, next.last_event_seq - %s + e.place, e.type, e.payload, %s "
+    "FROM next, unnest(%s::text[], %s::jsonb[]) WITH ORDINALITY AS e(type, payload, place) "
+    "RETURNING id, seq, (SELECT public_id FROM next)"
+)
+
+
+def turn_update_emit(*, turn: Turn, update: str, params: list[Any], events: Sequence[tuple[str, dict[str, Any]]]
+                     ) -> list[TurnEvent] | None:
+    """Run ``update`` (an UPDATE of the turn's row, ``WHERE id = %s`` last) and store ``events`` (type,
+    payload; in this order), in one statement (atomic without a transaction of its own), then broadcast
+    them after commit; None, and nothing written, when the UPDATE changed no row."""
+    created_at = timezone.now()
+    count = len(events)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _UPDATE_EMIT_SQL.format(update=update),
+            [*params, count, turn.conversation_id, turn.conversation_id, turn.pk, count, created_at,
+             [type for type, _ in events], [json.dumps(payload) for _, payload in events]],
+        )
+        rows = sorted(cursor.fetchall(), key=lambda row: row[1])
+    if not rows:
+        return None
+    return [_stored(turn, type, payload, created_at, row) for (type, payload), row in zip(events, rows, strict=True)]
 
 
 def _stored(turn: Turn | None, type: str, payload: dict[str, Any], created_at: Any, row: tuple[Any, ...], *,

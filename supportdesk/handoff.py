@@ -13,7 +13,7 @@ transaction: the widget, the inbox and analytics read one history. The inbox is 
 While the owner is not ``bot`` the customer's messages are still saved and screened (their turns
 run the guard stage) and then end as ``human``: the assistant never answers them
 (an owner in :data:`WITH_PERSON`: read with the turn's lock by the guard and plan stages,
-``services.turn_lock_owner``; :func:`conversation_with_person` for the answer stage).
+``services.turn_lock_owner``; by the answer stage from the conversation loaded with its turn).
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from django.db.models import Q
 from django.utils import timezone
 
 from sgr.strings import ui_string
-from supportdesk.compiled import CompiledRead
 from supportdesk.events import conversation_event_emit, group_broadcast
 from supportdesk.markup import answer_html
 from supportdesk.models import Conversation, Message, Turn
@@ -78,19 +77,6 @@ def can_handle(user: Any) -> bool:
 
 # A person is asked for or answering: the assistant must not answer the customer.
 WITH_PERSON = (Owner.WAITING, Owner.HUMAN)
-
-# Asked by the answer stage of every turn (the guard and plan stages read the owner with their turn's
-# lock, services.turn_lock_owner): compiled once.
-_WITH_PERSON = CompiledRead(
-    lambda conversation_id: Conversation.objects.filter(pk=conversation_id, owner__in=WITH_PERSON)
-    .order_by().values_list("pk")[:1]
-)
-
-
-def conversation_with_person(*, conversation_id: int) -> bool:
-    """True while a person is asked for or answering: the assistant must not answer the customer."""
-    return _WITH_PERSON.first(conversation_id) is not None
-
 
 def _move(*, conversation_id: int, to: str, allowed_from: tuple[str, ...], extra: dict[str, Any],
           only_assignee: int | None = None) -> Conversation | None:

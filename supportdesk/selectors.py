@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from django.core.exceptions import ObjectDoesNotExist
 from django.db.models import QuerySet, Subquery
 
-from sgr.models import PlanRecord
 from supportdesk.compiled import CompiledRead
 from supportdesk.models import Conversation, Turn
 
@@ -32,14 +32,24 @@ def conversation_turn_open(*, conversation: Conversation) -> bool:
 
 
 _TURN_FOR_STAGE = CompiledRead(
-    lambda turn_id: Turn.objects.select_related("conversation", "user_message").filter(pk=turn_id).order_by()[:1]
+    lambda turn_id: Turn.objects.select_related("conversation", "user_message", "plan_record")
+    .filter(pk=turn_id).order_by()[:1]
 )
 
 
 def turn_get_for_stage(*, turn_id: int) -> Turn | None:
-    """The turn with its conversation and message (compiled once: three times a turn, docs/benchmarks.md)."""
+    """The turn with its conversation, message and plan record, if any (:func:`turn_plan_record`): compiled
+    once (three times a turn, docs/benchmarks.md); the plan and answer stages read no record of their own."""
     turn: Turn | None = _TURN_FOR_STAGE.first(turn_id)
     return turn
+
+
+def turn_get_for_stage_after(*, turn_id: int, update: str, params: Sequence[Any]) -> tuple[Turn | None, bool]:
+    """:func:`turn_get_for_stage` behind ``update`` (an UPDATE of the turn's row: the stage's lease claim,
+    ``supportdesk.pipeline.leases``) in one statement: the turn as it was before the UPDATE, and whether
+    the UPDATE changed its row."""
+    turn, changed = _TURN_FOR_STAGE.first_after(update, params, turn_id)
+    return turn, changed
 
 
 def _turns_before_query(turn_id: int) -> QuerySet[Turn]:
@@ -64,17 +74,6 @@ _TURNS_BEFORE = CompiledRead(_turns_before_query)
 def turns_before(*, turn: Turn) -> list[Turn]:
     """The conversation's earlier turns, oldest first, with their messages and plan records."""
     return sorted(_TURNS_BEFORE.rows(turn.pk), key=lambda past: (past.created_at, past.pk))
-
-
-# One record per turn: no ORDER BY (the model's default ordering costs CPU on every stage); read by
-# the plan and answer stages of every turn, so compiled once.
-_PLAN_RECORD = CompiledRead(lambda turn_id: PlanRecord.objects.filter(turn_id=turn_id).order_by()[:1])
-
-
-def plan_record_get(*, turn_id: int) -> PlanRecord | None:
-    """The turn's PlanRecord, or None before it is planned."""
-    record: PlanRecord | None = _PLAN_RECORD.first(turn_id)
-    return record
 
 
 def turn_plan_record(turn: Turn) -> Any:

@@ -20,7 +20,7 @@ from django.db.models import Field
 from retrieval.language import language_detect
 from sgr.strings import supported_language, ui_string
 from supportdesk.compiled import CompiledRead
-from supportdesk.events import turn_event_emit, turn_events_flush, turn_status_move_emit
+from supportdesk.events import turn_event_emit, turn_events_flush, turn_status_move_emit, turn_update_emit
 from supportdesk.models import Conversation, Turn, new_access_token, token_hash
 from supportdesk.ratelimit import rate_limit_exceeded
 from supportdesk.textclean import text_clean, text_visible
@@ -109,6 +109,38 @@ def turn_fields_save(*, turn: Turn, fields: Sequence[str]) -> None:
 
     Turn has no save signals; like ``save``, it fails when the row is gone.
     """
+    sql, params = _turn_update(turn, fields)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        if cursor.rowcount != 1:
+            raise DatabaseError(f"turn {turn.pk} is gone: its fields {', '.join(fields)} were not saved")
+
+
+# Diagnostics written with a turn's fields: (path, value) pairs, as for turn_diagnostics_merge.
+DiagnosticsWrites = Sequence[tuple[tuple[str, ...], object]]
+
+
+# Events stored with a turn's fields, before the one that announces them: (type, payload) pairs.
+Events = Sequence[tuple[str, dict[str, Any]]]
+
+
+def turn_fields_save_emit(*, turn: Turn, fields: Sequence[str], events: Events,
+                          diagnostics: DiagnosticsWrites = ()) -> None:
+    """:func:`turn_fields_save` and ``turn_event_emit`` of each of ``events`` (in order), in one statement;
+    ``diagnostics``: merged into the turn's diagnostics by the same UPDATE (as :func:`turn_diagnostics_merge`
+    would)."""
+    sql, params = _turn_update(turn, fields)
+    if diagnostics:
+        expression, merged = _diagnostics_merges(diagnostics)
+        sql = sql.replace(" WHERE id = %s", f", diagnostics = {expression} WHERE id = %s")
+        params = [*params[:-1], *merged, params[-1]]
+    if turn_update_emit(turn=turn, update=sql, params=params, events=events) is None:
+        raise DatabaseError(f"turn {turn.pk} is gone: its fields {', '.join(fields)} were not saved")
+
+
+def _turn_update(turn: Turn, fields: Sequence[str]) -> tuple[str, list[Any]]:
+    """The UPDATE of ``fields`` and ``updated_at`` (built once per set of fields) and its parameters
+    (the turn's id last)."""
     names = tuple(dict.fromkeys([*fields, "updated_at"]))
     update = _TURN_UPDATES.get(names)
     if update is None:
@@ -120,19 +152,24 @@ def turn_fields_save(*, turn: Turn, fields: Sequence[str]) -> None:
             names, (f"UPDATE {connection.ops.quote_name(Turn._meta.db_table)} SET {assignments} WHERE id = %s", columns))
     sql, columns = update
     turn.language_fill()  # as Turn.save does (not saved unless named)
-    params = [field.get_db_prep_save(field.pre_save(turn, False), connection) for field in columns]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, turn.pk])
-        if cursor.rowcount != 1:
-            raise DatabaseError(f"turn {turn.pk} is gone: its fields {', '.join(names)} were not saved")
+    return sql, [*(field.get_db_prep_save(field.pre_save(turn, False), connection) for field in columns), turn.pk]
 
 
-def turn_status_set(*, turn: Turn, status: str, also: tuple[str, ...] = ()) -> None:
-    """Move a turn to ``status`` and tell the customer; ``also``: other fields the caller set, saved with it."""
-    with transaction.atomic(savepoint=False):
-        turn.status = status
-        turn_fields_save(turn=turn, fields=("status", *also))
-        turn_event_emit(turn=turn, type="status", payload={"status": status})
+def turn_status_set(*, turn: Turn, status: str, also: tuple[str, ...] = (), diagnostics: DiagnosticsWrites = (),
+                    before: Events = ()) -> None:
+    """Move a turn to ``status`` and tell the customer, in one statement; ``also``: other fields the caller
+    set, saved with it; ``diagnostics``: as for :func:`turn_fields_save_emit`; ``before``: events stored
+    and sent before the ``status`` one, by the same statement."""
+    turn.status = status
+    turn_fields_save_emit(turn=turn, fields=("status", *also, *_lease_given_back(turn)),
+                          events=[*before, ("status", {"status": status})], diagnostics=diagnostics)
+
+
+def _lease_given_back(turn: Turn) -> tuple[str, ...]:
+    """The stage's lease (``supportdesk.pipeline.leases``) given back by the UPDATE that moves the turn on
+    or ends it: the fields to save with it. A later stage or an ended turn needs no lease of this one."""
+    turn.lease_owner, turn.lease_until = "", None
+    return ("lease_owner", "lease_until")
 
 
 def turn_status_move(*, turn: Turn, status: str, expected: str) -> bool:
@@ -200,20 +237,23 @@ def turn_fail(*, turn: Turn, stage: str, code: str, detail: str = "", message_ke
         transaction.on_commit(lambda: turn_events_flush(conversation_id=turn.conversation_id))  # as in turn_finish
 
 
-def turn_finish(*, turn: Turn, status: str, also: tuple[str, ...] = (), locked: bool = False) -> None:
-    """Close a turn with a terminal status and the final ``done`` event (``also``: as for turn_status_set).
+def turn_finish(*, turn: Turn, status: str, also: tuple[str, ...] = (), locked: bool = False,
+                diagnostics: DiagnosticsWrites = (), before: Events = ()) -> bool:
+    """Close a turn with a terminal status and the final ``done`` event (``also``, ``diagnostics``,
+    ``before``: as for turn_status_set); False, and nothing written, when it had already ended.
 
     ``locked``: the caller's transaction already holds the row through ``turn_lock_unfinished``.
     """
     with transaction.atomic(savepoint=False):
         if not (locked and connection.in_atomic_block) and not turn_lock_unfinished(turn=turn):
-            return
+            return False
         turn.status = status
-        turn_fields_save(turn=turn, fields=("status", *also))
-        turn_event_emit(turn=turn, type="done", payload={"status": status})
+        turn_fields_save_emit(turn=turn, fields=("status", *also, *_lease_given_back(turn)),
+                              events=[*before, ("done", {"status": status})], diagnostics=diagnostics)
         # The end goes out now: no later event would reveal a lost push, and the stage's
         # remaining work (records, diagnostics) must not hold it up.
         transaction.on_commit(lambda: turn_events_flush(conversation_id=turn.conversation_id))
+        return True
 
 
 def turn_diagnostics_merge(*, turn_id: int, path: tuple[str, ...], value: object) -> None:
@@ -224,12 +264,22 @@ def turn_diagnostics_merge(*, turn_id: int, path: tuple[str, ...], value: object
         cursor.execute(f"UPDATE {Turn._meta.db_table} SET diagnostics = {expression} WHERE id = %s", [*params, turn_id])
 
 
-def _diagnostics_merged(path: tuple[str, ...], depth: int, value: object) -> tuple[str, list[Any]]:
-    """SQL for the diagnostics object at ``path[:depth]`` with ``value`` set below it."""
+def _diagnostics_merges(writes: DiagnosticsWrites) -> tuple[str, list[Any]]:
+    """SQL for the turn's diagnostics with each write merged in turn (each write's input named once)."""
+    expression, params = _diagnostics_merged(writes[0][0], 0, writes[0][1])
+    for n, (path, value) in enumerate(writes[1:], 1):
+        outer, outer_params = _diagnostics_merged(path, 0, value, base=f"d{n}")
+        expression, params = f"(SELECT {outer} FROM (SELECT {expression} AS d{n}) AS m{n})", [*outer_params, *params]
+    return expression, params
+
+
+def _diagnostics_merged(path: tuple[str, ...], depth: int, value: object, base: str = "diagnostics"
+                        ) -> tuple[str, list[Any]]:
+    """SQL for the diagnostics object (``base``) at ``path[:depth]`` with ``value`` set below it."""
     if depth == len(path):
         return "%s::jsonb", [json.dumps(value)]
-    inner, inner_params = _diagnostics_merged(path, depth + 1, value)
-    node = "(diagnostics #> %s::text[])"
+    inner, inner_params = _diagnostics_merged(path, depth + 1, value, base)
+    node = f"({base} #> %s::text[])"
     sql = f"(CASE WHEN jsonb_typeof({node}) = 'object' THEN {node} ELSE '{{}}'::jsonb END || jsonb_build_object(%s::text, {inner}))"
     here = list(path[:depth])
     return sql, [here, here, path[depth], *inner_params]

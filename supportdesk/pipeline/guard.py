@@ -17,8 +17,8 @@ from supportdesk.waiting import db_connection_release
 from supportdesk.events import turn_event_emit
 from supportdesk.handoff import WITH_PERSON, inbox_notify
 from supportdesk.models import Turn
-from supportdesk.pipeline.turnlog import stage_fail, stage_finish, stage_logged
-from supportdesk.services import turn_fields_save, turn_lock_owner, turn_status_move, turn_status_set
+from supportdesk.pipeline.turnlog import stage_fail, stage_finish, stage_logged, stage_status_set
+from supportdesk.services import turn_fields_save, turn_lock_owner, turn_status_move
 
 
 def guard_stage_run(*, turn: Turn) -> None:
@@ -49,7 +49,7 @@ def guard_stage_run(*, turn: Turn) -> None:
                     stage_finish(turn=turn, status=Turn.Status.HUMAN, also=("guard_result",), locked=True)
                     inbox_notify(conversation=turn.conversation, kind="message")
                     return
-                turn_status_set(turn=turn, status=Turn.Status.PLANNING, also=("guard_result",))
+                stage_status_set(turn=turn, status=Turn.Status.PLANNING, also=("guard_result",))
                 return
             turn_fields_save(turn=turn, fields=("guard_result",))
         if verdict.status == "blocked":

@@ -3,8 +3,8 @@
 The lease (``stage_lease``): a stage task claims its turn before it runs, with one UPDATE that
 succeeds only when no other live task holds the turn; this process's recovery thread
 (:mod:`supportdesk.pipeline.recovery`) renews it while the stage runs (``leases_renew``), and
-it is given back when the stage ends. A worker killed mid-stage stops renewing, and its lease
-lapses after ``TURN_LEASE_SECONDS``. The budget: a turn has ``TURN_DEADLINE_SECONDS`` from its
+it is given back by the UPDATE that moves the turn on or ends it, or else when the stage ends. A
+worker killed mid-stage stops renewing, and its lease lapses after ``TURN_LEASE_SECONDS``. The budget: a turn has ``TURN_DEADLINE_SECONDS`` from its
 creation, or from its last wait for the local model to start (``turn_budget_start``).
 
 This module knows no stage and no task: it writes the turn's lease and budget columns only.
@@ -27,6 +27,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from supportdesk.models import Turn
+from supportdesk.selectors import turn_get_for_stage_after
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +41,8 @@ UPDATE {Turn._meta.db_table} SET lease_owner = %s, lease_until = now() + make_in
  WHERE id = %s AND (lease_until IS NULL OR lease_until < now() OR lease_owner = %s
                     OR split_part(lease_owner, ':', 1) <> split_part(%s, ':', 1))
 """
+# The claim of a stage about to run, made only while its turn is unfinished (read in the same statement).
+_CLAIM_UNFINISHED_SQL = _CLAIM_SQL + " AND status = ANY(%s)"
 _RELEASE_SQL = f"UPDATE {Turn._meta.db_table} SET lease_owner = '', lease_until = NULL WHERE id = %s AND lease_owner = %s"
 _RENEW_SQL = f"""
 UPDATE {Turn._meta.db_table} AS t SET lease_until = now() + make_interval(secs => %s)
@@ -71,27 +74,47 @@ def lease_claim(*, turn_id: int, owner: str) -> bool:
         return cursor.rowcount == 1
 
 
+def turn_claim_for_stage(*, turn_id: int, owner: str) -> tuple[Turn | None, bool]:
+    """The turn for its stage (``selectors.turn_get_for_stage``) and, in the same statement, its lease taken
+    as :func:`lease_claim` takes it, if the turn is unfinished: the turn (None if gone), and whether the
+    lease is now ``owner``'s (give it to :func:`stage_lease`)."""
+    return turn_get_for_stage_after(
+        turn_id=turn_id, update=_CLAIM_UNFINISHED_SQL,
+        params=[owner, settings.TURN_LEASE_SECONDS, turn_id, owner, owner, list(UNFINISHED)])
+
+
 def lease_release(*, turn_id: int, owner: str) -> None:
     with connection.cursor() as cursor:
         cursor.execute(_RELEASE_SQL, [turn_id, owner])
 
 
 @contextlib.contextmanager
-def stage_lease(*, turn_id: int, owner: str) -> Iterator[bool]:
+def stage_lease(*, turn_id: int, owner: str, turn: Turn | None = None, claimed: bool | None = None) -> Iterator[bool]:
     """Hold the turn's lease while the block runs (renewed by the recovery thread); yields False,
-    and holds nothing, when another live task has it."""
-    if not lease_claim(turn_id=turn_id, owner=owner):
+    and holds nothing, when another live task has it. ``claimed``: the claim already made
+    (:func:`turn_claim_for_stage`); None: claim it now.
+
+    ``turn``: the stage's turn in memory. The UPDATE that moves a turn on or ends it gives the lease
+    back with it (``services.turn_status_set``, ``turn_finish`` clear ``lease_owner``): then, when the
+    block ends normally, there is nothing left to give back here, and no statement to send (a block
+    that raises gives it back whatever memory says: the UPDATE may have been rolled back)."""
+    if not (lease_claim(turn_id=turn_id, owner=owner) if claimed is None else claimed):
         yield False
         return
+    if turn is not None:
+        turn.lease_owner = owner  # as the row now says
     with _held.lock:
         _held.leases[turn_id] = owner
+    given_back = False
     try:
         yield True
+        given_back = turn is not None and turn.lease_owner != owner
     finally:
         with _held.lock:
             _held.leases.pop(turn_id, None)
         try:
-            lease_release(turn_id=turn_id, owner=owner)
+            if not given_back:
+                lease_release(turn_id=turn_id, owner=owner)
         except Exception:  # no connection now: the lease lapses by itself in TURN_LEASE_SECONDS
             logger.warning("could not give back the lease of turn %s; it lapses by itself", turn_id, exc_info=True)
 

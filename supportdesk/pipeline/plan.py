@@ -24,13 +24,12 @@ from sgr.routing import route
 from sgr.schema import Plan
 from sgr.strings import ui_string
 from supportdesk.waiting import DATABASE_BUSY, model_wait
-from supportdesk.events import turn_event_emit
 from supportdesk.handoff import WITH_PERSON, conversation_handoff_request, handoff_if_failing
 from supportdesk.llm import llm_client
 from supportdesk.models import Turn
-from supportdesk.selectors import context_history, plan_record_get, turn_plan_record, turns_before
-from supportdesk.pipeline.turnlog import stage_finish, stage_logged
-from supportdesk.services import message_language, turn_lock_owner, turn_status_set
+from supportdesk.selectors import context_history, turn_plan_record, turns_before
+from supportdesk.pipeline.turnlog import stage_finish, stage_logged, stage_status_set
+from supportdesk.services import message_language, turn_lock_owner
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +73,7 @@ def clarification_asked(record: PlanRecord, language: str) -> str:
 
 def planner_output_ensure(*, turn: Turn, verdict: Verdict) -> PlanRecord:
     """The turn's stored planner output; plans (one call, plus at most one repair) only if there is none."""
-    record = plan_record_get(turn_id=turn.pk)
+    record = turn_plan_record(turn)  # loaded with the turn (turn_get_for_stage)
     if record is not None and record.plan is not None:
         return record
     language = turn.language
@@ -156,13 +155,15 @@ def plan_stage_run(*, turn: Turn) -> None:
             }
             turn.ui_response = outputs.ui_response
             # The customer sees the intent and the response, never scores (DT-004).
-            turn_event_emit(turn=turn, type="plan", payload={"action": action, "text": outputs.ui_response})
-            # The outputs are saved with the new status, in one UPDATE.
+            shown = [("plan", {"action": action, "text": outputs.ui_response})]
+            # The outputs are saved with the new status and the plan event, in one statement.
             if action in TERMINAL_BY_ACTION:
-                stage_finish(turn=turn, status=TERMINAL_BY_ACTION[action], also=("plan_result", "ui_response", "language"))
+                stage_finish(turn=turn, status=TERMINAL_BY_ACTION[action], also=("plan_result", "ui_response", "language"),
+                             locked=True, before=shown)
                 if action == "handoff":
                     conversation_handoff_request(conversation=turn.conversation, reason="asked_in_message", turn=turn)
                 elif action == "clarify":
                     handoff_if_failing(turn=turn)
             else:
-                turn_status_set(turn=turn, status=Turn.Status.ANSWERING, also=("plan_result", "ui_response", "language"))
+                stage_status_set(turn=turn, status=Turn.Status.ANSWERING, also=("plan_result", "ui_response", "language"),
+                                 before=shown)

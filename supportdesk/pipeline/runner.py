@@ -25,9 +25,8 @@ from supportdesk.models import Turn
 from supportdesk.modelstate import model_gate
 from supportdesk.pipeline.answer.stage import answer_stage_run
 from supportdesk.pipeline.guard import guard_stage_run
-from supportdesk.pipeline.leases import lease_owner_name, stage_lease, turn_budget_start
+from supportdesk.pipeline.leases import lease_owner_name, stage_lease, turn_budget_start, turn_claim_for_stage
 from supportdesk.pipeline.plan import plan_stage_run
-from supportdesk.selectors import turn_get_for_stage
 from supportdesk.services import turn_fail
 
 logger = logging.getLogger(__name__)
@@ -55,15 +54,16 @@ def stage_execute(task: Task, turn_id: int, stage: str, run: Callable[..., None]
 
 
 def stage_run_guarded(task: Task, turn_id: int, stage: str, run: Callable[..., None]) -> None:
-    turn = turn_get_for_stage(turn_id=turn_id)
+    # The lease: a copy of this stage sent again by the sweeper (supportdesk.pipeline.recovery), or redelivered
+    # by the broker, does nothing while this one runs; a worker that dies lets it lapse. Claimed with the read.
+    owner = lease_owner_name(stage, task.request.id)
+    turn, claimed = turn_claim_for_stage(turn_id=turn_id, owner=owner)
     if turn is None:
         logger.warning("turn %s not found for stage %s; nothing to do", turn_id, stage)
         return
     if turn.is_finished:
         return
-    # The lease: a copy of this stage sent again by the sweeper (supportdesk.pipeline.recovery), or redelivered
-    # by the broker, does nothing while this one runs; a worker that dies lets it lapse.
-    with stage_lease(turn_id=turn_id, owner=lease_owner_name(stage, task.request.id)) as leased:
+    with stage_lease(turn_id=turn_id, owner=owner, turn=turn, claimed=claimed) as leased:
         if not leased:
             logger.info("stage %s of turn %s is already running elsewhere; nothing to do", stage, turn_id)
             return

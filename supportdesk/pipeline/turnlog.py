@@ -1,8 +1,8 @@
 """One structured log line per stage of a turn, and a stage ending its turn.
 
-A stage that ends its turn does so with :func:`stage_finish` / :func:`stage_fail`: the
-running stage's figures are stored first, so whoever reads the finished turn sees every
-stage. The services (``turn_finish``, ``turn_fail``) do the writing and know no stage.
+A stage that ends its turn does so with :func:`stage_finish` / :func:`stage_fail`, and one that
+hands it on with :func:`stage_status_set`: the running stage's figures are stored with (or just
+before) the turn's new status, so whoever reads the finished turn sees every stage. The services (``turn_finish``, ``turn_fail``) do the writing and know no stage.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from supportdesk.models import Turn
-from supportdesk.services import turn_diagnostics_merge, turn_fail, turn_finish
+from supportdesk.services import DiagnosticsWrites, Events, turn_diagnostics_merge, turn_fail, turn_finish, turn_status_set
 
 logger = logging.getLogger("supportdesk.turn")
 _current: ContextVar[StageLog | None] = ContextVar("supportdesk_stage", default=None)
@@ -78,19 +78,46 @@ def stage_diagnostics_flush() -> None:
 def _stage_diagnostics_save(line: dict[str, object]) -> None:
     """Keep the stage's latency and tokens on the turn, for the debug view and ``ask/structured``."""
     try:
-        turn_diagnostics_merge(
-            turn_id=int(str(line["turn_id"])),
-            path=("stages", str(line["stage"])),
-            value={key: line[key] for key in ("outcome", "latency_ms", "cpu_ms", "started_at", "tokens")},
-        )
+        turn_diagnostics_merge(turn_id=int(str(line["turn_id"])), path=_figures_path(line), value=_figures(line))
     except Exception:  # diagnostics must never fail a stage
         logger.exception("could not store stage diagnostics")
 
 
-def stage_finish(*, turn: Turn, status: str, also: tuple[str, ...] = (), locked: bool = False) -> None:
-    """The running stage closes its turn (``services.turn_finish``), its figures stored first."""
-    stage_diagnostics_flush()
-    turn_finish(turn=turn, status=status, also=also, locked=locked)
+def _figures_path(line: dict[str, object]) -> tuple[str, ...]:
+    return ("stages", str(line["stage"]))
+
+
+def _figures(line: dict[str, object]) -> dict[str, object]:
+    return {key: line[key] for key in ("outcome", "latency_ms", "cpu_ms", "started_at", "tokens")}
+
+
+def _figures_now() -> tuple[StageLog | None, DiagnosticsWrites]:
+    """The running stage and its figures now, as a diagnostics write (none outside a stage)."""
+    record = _current.get()
+    if record is None:
+        return None, ()
+    line = _line(record)
+    return record, ((_figures_path(line), _figures(line)),)
+
+
+def stage_finish(*, turn: Turn, status: str, also: tuple[str, ...] = (), locked: bool = False,
+                 diagnostics: DiagnosticsWrites = (), before: Events = ()) -> None:
+    """The running stage closes its turn (``services.turn_finish``; ``before``: events before ``done``),
+    its figures (and ``diagnostics``) stored by the same UPDATE."""
+    record, figures = _figures_now()
+    if turn_finish(turn=turn, status=status, also=also, locked=locked, diagnostics=(*diagnostics, *figures),
+                   before=before):
+        if record is not None:
+            record.stored = True
+
+
+def stage_status_set(*, turn: Turn, status: str, also: tuple[str, ...] = (), before: Events = ()) -> None:
+    """The running stage hands its turn on (``services.turn_status_set``; ``before``: events before the
+    ``status`` one), its figures stored by the same UPDATE (the log line still comes when the stage ends)."""
+    record, figures = _figures_now()
+    turn_status_set(turn=turn, status=status, also=also, diagnostics=figures, before=before)
+    if record is not None:
+        record.stored = True
 
 
 def stage_fail(*, turn: Turn, stage: str, code: str, detail: str = "", message_key: str | None = None) -> None:

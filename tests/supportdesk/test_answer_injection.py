@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.db import DatabaseError
 
 from sgr.consistency import rouge_l, subquery_coverage
+from sgr.records import plan_record_answer_save
 from sgr.models import PlanRecord
 from sgr.schema import TOOL_NAME
 from supportdesk.models import Turn
@@ -101,6 +103,10 @@ def test_answer_prompt_tokens_and_plan_consistency_are_recorded(llm):
     assert record.plan_answer_rouge_l == pytest.approx(1.0)
     assert record.subquery_coverage == 1.0  # every sub-query was searched before the answer (prefetch)
     assert record.metadata["answer"]["prompt_tokens"] == record.answer_prompt_tokens
+    assert record.metadata["plan"] and record.updated_at > record.created_at  # the rest kept; the time moved
+    PlanRecord.objects.filter(pk=record.pk).delete()
+    with pytest.raises(DatabaseError, match="gone"):  # as Model.save(update_fields=...) fails
+        plan_record_answer_save(record=record, prompt_tokens=1, searched_queries=[], answer_text="x")
 
 
 def test_rouge_l_and_subquery_coverage():

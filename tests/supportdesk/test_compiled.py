@@ -12,13 +12,14 @@ from django.test.utils import CaptureQueriesContext
 
 from sgr.models import PlanRecord
 from supportdesk.compiled import CompiledRead
-from supportdesk.handoff import conversation_with_person
 from supportdesk.events import conversation_events_after, turn_event_emit
 from supportdesk.models import Conversation, Turn, TurnEvent
 from supportdesk.pipeline.submit import message_receive
-from supportdesk.selectors import plan_record_get, turn_get_for_stage, turn_synthetic, turns_before
+from supportdesk.selectors import (
+    turn_get_for_stage, turn_plan_record, turn_synthetic, turns_before,
+)
 from supportdesk.services import (
-    conversation_create, turn_fields_save, turn_lock_at, turn_lock_owner, turn_lock_unfinished,
+    conversation_create, turn_fields_save, turn_lock_at, turn_lock_owner, turn_lock_unfinished, turn_status_set,
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -28,10 +29,14 @@ def _field_values(instance: Model) -> dict[str, object]:
     return {field.attname: getattr(instance, field.attname) for field in type(instance)._meta.concrete_fields}
 
 
-def test_the_turn_for_a_stage_is_the_orm_s_turn_with_its_conversation_and_message(no_enqueue):
+def test_the_turn_for_a_stage_is_the_orm_s_turn_with_its_conversation_message_and_plan_record(no_enqueue):
     turn = message_receive(conversation=conversation_create(language="de").conversation, text="Wie setze ich das zurück?")
     Turn.objects.filter(pk=turn.pk).update(plan_result={"action": "normal", "ids": [1, 2]}, diagnostics={"a": {"b": 1}})
     expected = Turn.objects.select_related("conversation", "user_message").get(pk=turn.pk)
+    assert turn_plan_record(turn_get_for_stage(turn_id=turn.pk)) is None  # not planned yet
+    expected_record = PlanRecord.objects.create(turn_id=turn.pk, conversation_id=turn.conversation_id,
+                                                plan={"action": "normal"}, context_synthetic="## Analysis")
+    expected_record.refresh_from_db()
 
     for _ in range(2):  # compiled at the first call, reused at the second
         loaded = turn_get_for_stage(turn_id=turn.pk)
@@ -42,6 +47,9 @@ def test_the_turn_for_a_stage_is_the_orm_s_turn_with_its_conversation_and_messag
             assert _field_values(loaded.conversation) == _field_values(expected.conversation)
             assert _field_values(loaded.user_message) == _field_values(expected.user_message)
             assert loaded.user_message.turn is loaded
+            record = turn_plan_record(loaded)
+            assert record is not None and record.turn_id == turn.pk and record.plan == {"action": "normal"}
+            assert _field_values(record) == _field_values(expected_record)
         assert queries.captured_queries == []
         assert not loaded._state.adding and loaded._state.db == "default"
     assert turn_get_for_stage(turn_id=turn.pk + 1000) is None
@@ -80,15 +88,6 @@ def _owner_set(conversation_id: int, owner: str) -> None:
             Conversation.objects.filter(pk=conversation_id).update(owner=owner)
     finally:
         connection.close()
-
-
-def test_a_person_on_the_conversation_is_seen_at_once():
-    conversation = conversation_create().conversation
-    assert not conversation_with_person(conversation_id=conversation.pk)
-    for owner, with_person in [(Conversation.Owner.WAITING, True), (Conversation.Owner.HUMAN, True),
-                               (Conversation.Owner.RESOLVED, False)]:
-        Conversation.objects.filter(pk=conversation.pk).update(owner=owner)
-        assert conversation_with_person(conversation_id=conversation.pk) is with_person
 
 
 def test_a_parameter_that_does_not_reach_the_sql_is_refused():
@@ -153,11 +152,29 @@ def test_a_turn_s_fields_are_saved_as_save_would_and_a_gone_turn_fails(no_enqueu
         turn_fields_save(turn=turn, fields=("status",))
 
 
-def test_the_plan_record_of_a_turn_is_read_once_planned(no_enqueue):
+def test_a_status_and_its_events_are_one_statement_in_order_and_a_gone_turn_stores_none(no_enqueue):
     turn = message_receive(conversation=conversation_create().conversation, text="hello")
-    assert plan_record_get(turn_id=turn.pk) is None
-    PlanRecord.objects.create(turn_id=turn.pk, conversation_id=turn.conversation_id, plan={"action": "normal"},
-                              context_synthetic="## Analysis")
-    record = plan_record_get(turn_id=turn.pk)
-    assert record is not None and record.turn_id == turn.pk
-    assert (record.plan, record.context_synthetic) == ({"action": "normal"}, "## Analysis")
+    turn.guard_result = {"status": "passed"}
+    with CaptureQueriesContext(connection) as queries:
+        turn_status_set(turn=turn, status=Turn.Status.PLANNING, also=("guard_result",))
+    assert len(queries.captured_queries) == 1
+    saved = Turn.objects.get(pk=turn.pk)
+    assert (saved.status, saved.guard_result) == (Turn.Status.PLANNING, {"status": "passed"})
+    last = TurnEvent.objects.filter(turn=turn).order_by("-seq").first()
+    assert last is not None and (last.type, last.payload) == ("status", {"status": "planning"})
+    assert last.seq == Conversation.objects.get(pk=turn.conversation_id).last_event_seq
+    with CaptureQueriesContext(connection) as queries:
+        turn_status_set(turn=turn, status=Turn.Status.ANSWERING,
+                        before=[("plan", {"action": "normal", "text": "Ok"}), ("citation", {"number": 1})])
+    assert len(queries.captured_queries) == 1
+    events = list(TurnEvent.objects.filter(turn=turn, seq__gt=last.seq).order_by("seq"))
+    assert [(e.seq - last.seq, e.type, e.payload) for e in events] == [
+        (1, "plan", {"action": "normal", "text": "Ok"}), (2, "citation", {"number": 1}),
+        (3, "status", {"status": "answering"})]
+    last = events[-1]
+    assert Conversation.objects.get(pk=turn.conversation_id).last_event_seq == last.seq
+    Turn.objects.filter(pk=turn.pk).delete()
+    with pytest.raises(DatabaseError, match="gone"):
+        turn_status_set(turn=turn, status=Turn.Status.ANSWERING)
+    assert not TurnEvent.objects.filter(conversation_id=turn.conversation_id, turn__isnull=True).exists()
+    assert Conversation.objects.get(pk=turn.conversation_id).last_event_seq == last.seq  # no seq taken

@@ -12,12 +12,13 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
 from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 
 from supportdesk.events import _PubSubPublisher, turn_event_emit, turn_events_flush
 from supportdesk.models import Turn, TurnEvent
 from supportdesk.pipeline.answer.stage import token_emit
 from supportdesk.pipeline.submit import message_receive
-from supportdesk.services import conversation_create, turn_diagnostics_merge
+from supportdesk.services import conversation_create, turn_diagnostics_merge, turn_finish
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -220,6 +221,24 @@ def test_diagnostics_merge_keeps_what_other_stages_wrote(no_enqueue):
     turn_diagnostics_merge(turn_id=turn.pk, path=("stages", "answer"), value={"latency_ms": 4.0})
     assert Turn.objects.get(pk=turn.pk).diagnostics == {"stages": {"answer": {"latency_ms": 4.0}}}
     turn_diagnostics_merge(turn_id=10**9, path=("answer",), value={})  # an unknown turn: nothing happens
+
+
+def test_diagnostics_written_with_the_turn_s_end_are_merged_as_one_merge_after_another(no_enqueue):
+    turn = message_receive(conversation=conversation_create().conversation, text="hello")
+    turn_diagnostics_merge(turn_id=turn.pk, path=("stages", "guard"), value={"latency_ms": 1.5})
+    turn_diagnostics_merge(turn_id=turn.pk, path=("answer",), value={"iterations": 9})
+    with CaptureQueriesContext(connection) as queries:
+        assert turn_finish(turn=turn, status=Turn.Status.DONE, diagnostics=[
+            (("answer",), {"iterations": 1}), (("stages", "answer"), {"latency_ms": 4.0}),
+            (("stages", "answer", "tokens"), {"prompt": 3})])
+    assert sum(" diagnostics = " in q["sql"] for q in queries.captured_queries) == 1
+    saved = Turn.objects.get(pk=turn.pk)
+    assert saved.status == Turn.Status.DONE and saved.diagnostics == {
+        "stages": {"guard": {"latency_ms": 1.5}, "answer": {"latency_ms": 4.0, "tokens": {"prompt": 3}}},
+        "answer": {"iterations": 1},
+    }
+    assert not turn_finish(turn=turn, status=Turn.Status.FAILED, diagnostics=[(("answer",), {})])  # ended once
+    assert Turn.objects.get(pk=turn.pk).diagnostics == saved.diagnostics
 
 
 def test_events_of_many_conversations_go_out_in_batches_and_reach_each_customer_in_order(

@@ -6,6 +6,8 @@ import time
 from datetime import timedelta
 
 import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from sgr.strings import ui_string
@@ -13,7 +15,7 @@ from supportdesk.pipeline import leases, recovery
 from supportdesk.llm import call_time_left, calls_deadline, llm_client
 from supportdesk.models import Turn, TurnEvent
 from supportdesk.pipeline.submit import message_receive
-from supportdesk.services import conversation_create
+from supportdesk.services import conversation_create, turn_finish, turn_status_set
 from supportdesk.events import turn_event_emit
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -54,6 +56,23 @@ def test_a_lease_is_held_by_one_task_until_released_or_lapsed(no_enqueue, settin
     assert leases.lease_claim(turn_id=turn.pk, owner="guard:c")
 
 
+def test_a_stage_reads_its_turn_and_claims_it_in_one_statement_only_while_unfinished(no_enqueue):
+    turn = _turn(Turn.Status.PLANNING)
+    with CaptureQueriesContext(connection) as queries:
+        loaded, claimed = leases.turn_claim_for_stage(turn_id=turn.pk, owner="sgr:a")
+    assert len(queries.captured_queries) == 1
+    assert claimed and loaded is not None and loaded.pk == turn.pk and loaded.status == Turn.Status.PLANNING
+    assert loaded.user_message.text == TEXTS["en"] and loaded.conversation.pk == turn.conversation_id
+    assert loaded.lease_owner == ""  # the row as it was before the claim
+    assert Turn.objects.get(pk=turn.pk).lease_owner == "sgr:a"
+    assert leases.turn_claim_for_stage(turn_id=turn.pk, owner="sgr:b")[1] is False  # a live lease keeps b out
+    Turn.objects.filter(pk=turn.pk).update(status=Turn.Status.DONE, lease_owner="", lease_until=None)
+    loaded, claimed = leases.turn_claim_for_stage(turn_id=turn.pk, owner="sgr:c")
+    assert loaded is not None and loaded.is_finished and not claimed
+    assert Turn.objects.get(pk=turn.pk).lease_owner == ""  # an ended turn takes no lease
+    assert leases.turn_claim_for_stage(turn_id=turn.pk + 1000, owner="sgr:d") == (None, False)
+
+
 def test_a_later_stage_takes_over_a_lease_its_predecessor_could_not_give_back(no_enqueue):
     turn = _turn(Turn.Status.PLANNING)
     guard = leases.lease_owner_name("guard", "task-1")
@@ -77,6 +96,33 @@ def test_a_running_stage_keeps_its_lease_alive(no_enqueue, settings):
     turn.refresh_from_db()
     assert turn.lease_owner == "" and turn.lease_until is None
     assert leases.leases_renew() == 0
+
+
+def test_the_update_that_moves_a_turn_on_or_ends_it_gives_the_lease_back_with_no_statement_of_its_own(no_enqueue):
+    for move in (lambda turn: turn_status_set(turn=turn, status=Turn.Status.PLANNING),
+                 lambda turn: turn_finish(turn=turn, status=Turn.Status.BLOCKED)):
+        turn = _turn(Turn.Status.GUARDING)
+        owner = leases.lease_owner_name("guard", "task-1")
+        with CaptureQueriesContext(connection) as queries:
+            with leases.stage_lease(turn_id=turn.pk, owner=owner, turn=turn) as leased:
+                assert leased and Turn.objects.get(pk=turn.pk).lease_owner == owner
+                move(turn)
+        assert not any(q["sql"].lstrip().startswith("UPDATE") and "lease_owner = ''" in q["sql"]
+                       for q in queries.captured_queries)  # no release of its own
+        turn.refresh_from_db()
+        assert turn.lease_owner == "" and turn.lease_until is None
+    turn = _turn(Turn.Status.GUARDING)
+    with leases.stage_lease(turn_id=turn.pk, owner=owner, turn=turn) as leased:
+        assert leased  # a stage that leaves the turn where it was still gives the lease back
+    turn.refresh_from_db()
+    assert turn.lease_owner == "" and turn.lease_until is None
+    turn = _turn(Turn.Status.GUARDING)
+    with pytest.raises(RuntimeError), leases.stage_lease(turn_id=turn.pk, owner=owner, turn=turn):
+        with transaction.atomic():
+            turn_status_set(turn=turn, status=Turn.Status.PLANNING)
+            raise RuntimeError("rolled back")  # the move and its lease hand-back with it
+    turn.refresh_from_db()
+    assert turn.status == Turn.Status.GUARDING and turn.lease_owner == "" and turn.lease_until is None
 
 
 def test_the_sweeper_resends_a_lapsed_stage_and_retracts_the_half_answer(no_enqueue, sent, settings):

@@ -67,10 +67,10 @@ def kb_tool() -> dict[str, Any]:
 
 
 def kb_search(*, query: str | list[str], turn_id: int, language: str, numbered_after: int | None = None,
-              focus: int | None = None) -> KbResult:
+              first: bool = False, focus: int | None = None) -> KbResult:
     """Search the knowledge base for one query of a turn, or several in one batch (the plan's
     sub-queries: merged, de-duplicated and numbered together); failures give an empty result.
-    ``numbered_after``: see :func:`kb_attempt_mark`; ``focus``: see ``retrieval.tool.search_kb``."""
+    ``numbered_after``, ``first``: see :class:`AttemptSearch`; ``focus``: see ``retrieval.tool.search_kb``."""
     queries = [query] if isinstance(query, str) else list(query)
     joined = "; ".join(queries)
     try:
@@ -79,7 +79,7 @@ def kb_search(*, query: str | list[str], turn_id: int, language: str, numbered_a
         return KbResult(query=joined, queries=queries, error="knowledge base not installed")
     try:
         result = search_kb(queries if len(queries) > 1 else queries[0], turn_id=turn_id, language=language,
-                           numbered_after=numbered_after, focus=focus)
+                           numbered_after=numbered_after, first=first, focus=focus)
     except DATABASE_BUSY:
         raise  # no connection to be had: the stage goes back to the queue (supportdesk.pipeline.runner)
     except Exception as exc:  # a broken index must not fail the turn: the model answers without it
@@ -107,14 +107,20 @@ def kb_search(*, query: str | list[str], turn_id: int, language: str, numbered_a
     )
 
 
-def kb_attempt_mark(*, turn_id: int) -> int | None:
-    """Where this answer attempt's searches begin: articles an earlier, failed attempt was given keep no
-    number in this one (its model never saw them), so a retried stage gets its prefetched articles again."""
-    try:
-        from retrieval.tool import turn_search_mark
-    except ImportError:
-        return None
-    return turn_search_mark(turn_id)
+class AttemptSearch:
+    """:func:`kb_search` for one answer attempt: articles an earlier, failed attempt was given keep no
+    number in this one (its model never saw them), so a retried stage gets its prefetched articles again.
+    The attempt's numbering starts with its first search, whose trace marks where (no statement asks)."""
+
+    def __init__(self) -> None:
+        self.after: int | None = None  # the trace id before the attempt's first; None before that search
+
+    def __call__(self, *, query: str | list[str], turn_id: int, language: str, focus: int | None = None) -> KbResult:
+        result = kb_search(query=query, turn_id=turn_id, language=language, numbered_after=self.after,
+                           first=self.after is None, focus=focus)
+        if self.after is None and result.trace_id is not None:
+            self.after = result.trace_id - 1
+        return result
 
 
 def excerpt_of(text: str, limit: int = 240) -> str:

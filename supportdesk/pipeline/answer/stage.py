@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 from typing import Any
 
@@ -17,20 +16,20 @@ from supportdesk.compiled import CompiledRead
 from supportdesk.pipeline.answer.agent import AgentOutcome, agent_run
 from supportdesk.pipeline.answer.batching import TokenBatcher
 from supportdesk.pipeline.answer.final import FinalAnswer, final_answer_build
-from supportdesk.pipeline.answer.kb import KbResult, kb_attempt_mark, kb_search
+from supportdesk.pipeline.answer.kb import AttemptSearch, KbResult
 from supportdesk.markup import answer_html
 from supportdesk.pipeline.answer.prefetch import plan_prefetch, prefetch_messages
 from supportdesk.pipeline.answer.trust import (
     answer_coverage, answer_grounding, grounding_fails, no_answer_reply, quote_answer, quote_best)
 from supportdesk.events import turn_event_emit
-from supportdesk.handoff import conversation_with_person, handoff_if_failing
+from supportdesk.handoff import WITH_PERSON, handoff_if_failing
 from supportdesk.llm import llm_client
 from supportdesk.models import Message, Turn, TurnEvent
-from supportdesk.selectors import context_history, plan_record_get, turn_synthetic
+from supportdesk.selectors import context_history, turn_plan_record, turn_synthetic
 from supportdesk.pipeline.answer.echo_filter import answer_text_clean
 from supportdesk.pipeline.answer.moderation import answer_moderate
 from supportdesk.pipeline.turnlog import stage_finish, stage_logged
-from supportdesk.services import turn_diagnostics_merge, turn_lock_unfinished
+from supportdesk.services import turn_lock_unfinished
 
 ANSWER_SYSTEM_PROMPT = (
     "You are a helpful customer-support assistant. Answer the customer's last message "
@@ -93,14 +92,15 @@ def answer_stage_run(*, turn: Turn) -> None:
         return
     language = turn.language
     with stage_logged(turn.pk, "answer") as log:
-        if conversation_with_person(conversation_id=turn.conversation_id):
+        # The conversation as loaded with the turn (supportdesk.selectors.turn_get_for_stage), just before.
+        if turn.conversation.owner in WITH_PERSON:
             # Staff took the conversation over after it was planned (issue #29): the assistant stays silent.
             log.outcome = "human"
             stage_finish(turn=turn, status=Turn.Status.HUMAN)
             return
         answer_restart_clear(turn=turn)
-        record = plan_record_get(turn_id=turn.pk)
-        search = functools.partial(kb_search, numbered_after=kb_attempt_mark(turn_id=turn.pk))
+        record = turn_plan_record(turn)  # loaded with the turn (turn_get_for_stage)
+        search = AttemptSearch()
         prefetched = plan_prefetch(turn_id=turn.pk, language=language, record=record, message=turn.user_message.text,
                                    search=search)
         coverage = answer_coverage(turn=turn, record=record, prefetched=prefetched)
@@ -222,10 +222,7 @@ def answer_save(*, turn: Turn, final: FinalAnswer, diagnostics: dict[str, Any]) 
         turn.answer_message = answer
         turn.answer_text = final.text
         turn.answer_result = final.model_dump()
-        turn_diagnostics_merge(turn_id=turn.pk, path=("answer",), value=diagnostics)
-        for source in final.sources:
-            turn_event_emit(turn=turn, type="citation", payload=source.model_dump())
-        turn_event_emit(turn=turn, type="answer", payload=public)
-        # The answer is saved with the final status, in one UPDATE.
+        # The answer, its diagnostics, its citation and answer events and the final status: one statement.
         stage_finish(turn=turn, status=Turn.Status.DONE, also=("answer_message", "answer_text", "answer_result"),
-                     locked=True)
+                     locked=True, diagnostics=((("answer",), diagnostics),),
+                     before=[*(("citation", source.model_dump()) for source in final.sources), ("answer", public)])
