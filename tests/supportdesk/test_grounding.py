@@ -100,6 +100,15 @@ def test_a_quoted_article_line_is_one_sentence_and_keeps_its_own_paragraph():
     assert wrong.text == f"{quoted}\n\nHope this helps!"  # the neighbouring row's value dropped, the quote kept
 
 
+def test_a_short_acronym_is_prose_and_a_setting_in_capitals_a_value():
+    assert values_of("Add the tag to your HTML file; set PGCTLTIMEOUT or LLM_BASE_URL, then run VACUUM.") == [
+        "PGCTLTIMEOUT", "LLM_BASE_URL", "VACUUM"]
+    article = "Add the widget to any page with one tag: `<script src=\"/static/widget.js\" defer></script>`."
+    grounding = _ground("To embed the widget, add this script tag to your HTML page: "
+                        "`<script src=\"/static/widget.js\" defer></script>` [1].", a1=article)
+    assert grounding.sentences[0].status == "supported"  # "HTML" is not on the article's line, and need not be
+
+
 def test_a_compound_of_ordinary_words_is_prose_not_a_value():
     assert values_of("Remove knowledge-base documents with `--prune` after a built-in sign-in check.") == ["--prune"]
     article = ("Run `manage.py ingest_kb PATH` with files or folders; unchanged files are skipped, and `--prune` "

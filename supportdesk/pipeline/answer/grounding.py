@@ -46,6 +46,10 @@ IDENTIFIER = re.compile(r"(?<![\w-])(--?[a-z][\w-]+|[A-Za-z]+(?:[_-][A-Za-z0-9]+
 # A compound of lower-case words ("knowledge-base", "sign-in", "built-in") is prose, not a setting or a
 # flag: an article writing "knowledge base" holds it (a value must stand on the line verbatim).
 PROSE_COMPOUND = re.compile(r"[a-z]+(?:-[a-z]+)+")
+# A short all-capital word ("HTML", "CSS", "API", "URL") is an ordinary acronym, said in any words ("your HTML
+# file", "the page"): prose, not a value that must stand on the article's line. Settings and commands keep
+# their marks (LLM_BASE_URL, `VACUUM`, --prune) or are longer.
+ACRONYM = re.compile(r"[A-Z]{2,4}")
 UNIT_WORDS = frozenset("""
 b kb mb gb tb pb byte bytes kib mib gib tib ms s sec secs second seconds min mins minute minutes h hour hours
 day days week weeks month months year years digit digits row rows page pages column columns char chars
@@ -96,7 +100,8 @@ def values_of(text: str) -> list[str]:
         found.append(f"{number} {word}" if word in UNIT_WORDS else number)
     found += [m.group(1).strip() for m in CODE.finditer(text)]
     found += [m.group(1) for m in IDENTIFIER.finditer(CODE.sub(" ", text))
-              if m.group(1).lower() not in UNIT_WORDS and not PROSE_COMPOUND.fullmatch(m.group(1))]
+              if m.group(1).lower() not in UNIT_WORDS and not PROSE_COMPOUND.fullmatch(m.group(1))
+              and not ACRONYM.fullmatch(m.group(1))]
     return list(dict.fromkeys(v for v in found if v))
 
 
