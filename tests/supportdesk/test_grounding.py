@@ -165,3 +165,14 @@ def test_an_answer_whose_supported_sentences_answer_another_question_fails():
     assert not grounding_fails(answered, question=asked, language="en")
     # Words cannot be compared across languages: an English answer to a Russian question is not judged so.
     assert not grounding_fails(answered, question="Сколько столбцов может быть в таблице?", language="ru")
+
+
+def test_a_question_echoed_back_states_nothing_and_the_answer_fails():
+    asked = "В каком заголовке передавать API-ключ?"
+    echoed = _ground("В каком заголовке передавать API-ключ [1]?", "ru", a1="Ключ передают в заголовке X-API-Key.")
+    assert [s.status for s in echoed.sentences] == ["neutral"]
+    assert grounding_fails(echoed, question=asked, language="ru")
+    answered = _ground("Передавайте ключ в заголовке X-API-Key [1]. Остались вопросы?", "ru",
+                       a1="Ключ передают в заголовке X-API-Key.")
+    assert [s.status for s in answered.sentences] == ["supported", "neutral"]  # a closing question stays
+    assert not grounding_fails(answered, question=asked, language="ru")

@@ -18,8 +18,8 @@ A sentence is *supported* by an article when
 
 Words cannot be compared across languages: a sentence in another language than every
 article is *unverified*, kept as written and left out of the supported share (its values must
-still be in a cited article). Sentences without content terms ("Hope this helps!") are
-*neutral*. A citation stays only on a sentence its article supports; an unsupported sentence
+still be in a cited article). Sentences without content terms ("Hope this helps!") and questions
+(a model that echoes the customer's question has not answered it) are *neutral*. A citation stays only on a sentence its article supports; an unsupported sentence
 is dropped; a supported sentence that cites nothing, or cites the wrong article, gets the
 number of the article that supports it best.
 """
@@ -38,6 +38,7 @@ CITATION = re.compile(r"\s*\[(\d{1,3})\]")
 SENTENCE_END = re.compile(r"(?<=[.!?…])\s+(?=[^\s\[])")
 LIST_MARK = re.compile(r"^\s*(?:[-*•]|\d{1,2}[.)])\s+")
 QUOTE_MARK = re.compile(r"^\s*>\s?")  # a line quoted from an article (ANSWER_QUOTE_FIRST): one sentence, its own block
+QUESTION_END = re.compile(r"\?[\s\"»”)]*$")  # a sentence that asks (the customer's question echoed back)
 NUMBER = re.compile(r"(?<![\w.])[-+]?\d[\d,.\u00a0\u202f ]*\d(?![\w])|(?<![\w.])\d(?![\w])")
 UNIT = re.compile(r"\s*(%|[a-zA-Zа-яА-ЯёЁ]{1,12})")
 CODE = re.compile(r"`([^`]{1,80})`")
@@ -219,7 +220,7 @@ def _sentence_ground(sentence: str, cited: list[int], articles: dict[int, _Artic
                      terms_min: float) -> SentenceGrounding:
     stems = term_stems(LIST_MARK.sub("", sentence))
     values = values_of(sentence)
-    if not stems and not values:
+    if (not stems and not values) or QUESTION_END.search(sentence):  # a question asks; it states nothing
         return SentenceGrounding(text=sentence, status="neutral", cited=cited)
     sentence_language = language_detect(sentence, default=language)
     scored: list[tuple[float, int]] = []

@@ -50,13 +50,16 @@ def answer_grounding(*, text: str, searches: list[KbResult], language: str) -> G
 
 
 def grounding_fails(grounding: Grounding, *, question: str, language: str) -> bool:
-    """Too little of the answer is supported to show it, or what is supported answers another question: no
+    """Too little of the answer is supported to show it, nothing in it states anything (questions and
+    sentences without content words only), or what is supported answers another question: no
     supported sentence shares a content word with the customer's (an article copied whole, "This is in the
     article [1]" after its wrong value was dropped). Sentences in another language than the question's are
     not compared (words cannot be)."""
     share = grounding.supported_share
     if not grounding.text.strip() or (share is not None and share < settings.ANSWER_GROUNDING_MIN_SHARE):
         return True
+    if not any(s.status in ("supported", "unverified") for s in grounding.sentences):
+        return True  # nothing that states anything: "Hope this helps!", the question asked back
     asked, language = term_stems(question), language_detect(question, default=language)
     supported = [term_stems(s.text) for s in grounding.sentences
                  if s.status == "supported" and language_detect(s.text, default=language) == language]
