@@ -6,7 +6,6 @@ import logging
 import time
 
 from django import db
-from django.db import connection
 from django.conf import settings
 
 from retrieval.confidence import compute_retrieval_confidence, relevance
@@ -99,7 +98,7 @@ def _turn_numbers(turn_id: int | None, *, after: int | None = None) -> dict[int,
     if turn_id is None:
         return {}
     numbers: dict[int, int] = {}
-    with connection.cursor() as cursor:
+    with db.connection.cursor() as cursor:
         cursor.execute(_TURN_NUMBERS_SQL, [turn_id, after or 0])
         for document_id, number in cursor.fetchall():
             numbers.setdefault(document_id, number)

@@ -2,7 +2,8 @@
 
 A stage that ends its turn does so with :func:`stage_finish` / :func:`stage_fail`, and one that
 hands it on with :func:`stage_status_set`: the running stage's figures are stored with (or just
-before) the turn's new status, so whoever reads the finished turn sees every stage. The services (``turn_finish``, ``turn_fail``) do the writing and know no stage.
+before) the turn's new status, so whoever reads the finished turn sees every stage. The services
+(``turn_finish``, ``turn_fail``) do the writing and know no stage.
 """
 
 from __future__ import annotations
