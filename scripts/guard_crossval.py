@@ -64,6 +64,8 @@ def main() -> None:
     parser.add_argument("--without", default="", help="leave out the exemplars whose note starts with this")
     parser.add_argument("--unscored", default="", help="fit on, but do not average over, the sources starting so")
     parser.add_argument("--flagged", default="", help="write the texts the best decision flagged here (JSONL)")
+    parser.add_argument("--band", default="",
+                        help="write the texts only one of the margin and the classifier (first l2 and threshold) flagged")
     parser.add_argument("--or-above", type=float, nargs="*", default=[],
                         help="also print 'both, or the classifier alone at or above P' for each P")
     args = parser.parse_args()
@@ -132,15 +134,25 @@ def main() -> None:
                           for n in names}
                 print(line(f"both t={threshold:g} or p>={above:g} l2={l2:g}", either))
     assert best is not None
-    if args.flagged:
-        with open(args.flagged, "w", encoding="utf-8") as out:
+
+    def write(path: str, chosen: dict[str, np.ndarray]) -> None:
+        """The held-out texts ``chosen`` picks, as a labelled file for ``evaluate_guard --judge-only``."""
+        with open(path, "w", encoding="utf-8") as out:
             for name in harmful_sources + allowed_sources:
                 held = np.flatnonzero(sources == name)
-                for index in held[best[2][name]]:
+                for index in held[chosen[name]]:
                     out.write(json.dumps({"text": exemplars.texts[index], "language": language[index], "source": name,
                                           "expected": "unsafe" if exemplars.harmful[index] else "safe"},
                                          ensure_ascii=False) + "\n")
+
+    if args.flagged:
+        write(args.flagged, best[2])
         print(f"the texts flagged by {best[1]} written to {args.flagged}")
+    if args.band:
+        first = (args.l2[0], args.thresholds[0])
+        write(args.band, {n: (probabilities[(n, first[0])] >= first[1]) != margin_flags[n] for n in names})
+        print(f"the texts only one of the margin and the classifier (l2 {first[0]:g}, t {first[1]:g}) flagged "
+              f"written to {args.band}")
     print(f"\nper source, margin vs {best[1]} (best by caught - 3 x flagged), then its flags per language:")
     for name in harmful_sources + allowed_sources:
         kind = "harmful" if name in harmful_sources else "allowed"
