@@ -10,8 +10,11 @@ message to the plan line, to the first answer token and to done (p50 / p95).
 Trust (questions labelled ``expected_action: no_answer`` are ones the knowledge base does not
 cover): **false answers**, uncovered questions that got an answer citing a source; **over-refusal**,
 covered questions that ended ``no_answer`` (or blocked); **answered without the facts**, covered
-questions answered (not refused) whose answer lacks a key fact: a wrong or missing value;
-**citation precision**, of the articles the covered answers cite, the share that is the expected
+questions answered (not refused) whose answer lacks a key fact: a wrong or missing value; **a wrong
+number stated**, the answered ones that lack a numeric key fact and state another number instead (one
+neither in the question nor among the facts' spellings; citation marks aside): the neighbouring row's
+limit rather than an omission. It is a lower bound of wrong values: a wrong name ("smart" for "fast") or
+a number in words is not counted. **citation precision**, of the articles the covered answers cite, the share that is the expected
 one; the answers' **supported share** (grounding); how often the customer's intent line **echoes a
 worked example** of the planning prompt; and the time to done of ``no_answer`` turns.
 """
@@ -19,6 +22,7 @@ worked example** of the planning prompt; and the time to done of ``no_answer`` t
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -60,6 +64,7 @@ class CaseResult(BaseModel):
     first_token_s: float | None = None
     done_s: float | None = None
     answer: str = ""
+    wrong_number: bool | None = None  # covered: lacks a numeric key fact and states another number
     false_answer: bool | None = None  # uncovered: answered with a cited source
     refused: bool | None = None  # covered: ended no_answer or blocked
     precise_citations: int = 0  # cited articles that are the expected one (covered questions)
@@ -86,6 +91,7 @@ class LanguageReport(BaseModel):
     false_answers: float | None = None
     over_refusal: float | None = None
     answered_without_facts: float | None = None
+    answered_with_wrong_number: float | None = None
     citation_precision: float | None = None
     supported_share_mean: float | None = None
     intent_echo: float | None = None
@@ -115,10 +121,34 @@ def fact_present(fact: str, text: str) -> bool:
     return any(spelling.strip().lower() in lowered for spelling in fact.split("|") if spelling.strip())
 
 
+NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+CITATION_MARK = re.compile(r"\[\d+\]")
+
+
+def wrong_number_stated(case: AnswerCase, answer: str) -> bool:
+    """The answer lacks a numeric key fact and states a number that is neither in the question nor in any
+    of the facts' spellings (``[1]`` citation marks aside): a value taken from somewhere else."""
+    if not any(NUMBER.search(f) and not fact_present(f, answer) for f in case.key_facts):
+        return False
+    known = set(NUMBER.findall(case.text)).union(*(NUMBER.findall(f) for f in case.key_facts))
+    return any(number not in known for number in NUMBER.findall(CITATION_MARK.sub(" ", answer)))
+
+
 def case_run(case: AnswerCase, *, timeout: float) -> CaseResult:
     """Send the question as a customer would and wait (up to ``timeout`` s) for the turn to end."""
     turn = ask_submit(text=case.text, language=case.language).turn
     turn = turn_wait_or_current(turn_id=turn.pk, timeout=timeout)
+    return case_score(case, turn)
+
+
+def case_stored(case: AnswerCase, *, timeout: float) -> CaseResult:
+    """The latest finished turn already in the database that asked the question, scored again (no new turn):
+    how a change of the scoring reads an earlier run. A question never asked scores as failed."""
+    turn = (Turn.objects.filter(user_message__text=case.text, status__in=Turn.TERMINAL)
+            .select_related("user_message").order_by("-created_at").first())
+    if turn is None:
+        return CaseResult(text=case.text, language=case.language, expected_action=case.expected_action,
+                          status="not asked")
     return case_score(case, turn)
 
 
@@ -155,6 +185,7 @@ def case_score(case: AnswerCase, turn: Turn) -> CaseResult:
         result.facts_found = [fact for fact in case.key_facts if fact_present(fact, outcome.answer_text)]
         result.has_facts = len(result.facts_found) == len(case.key_facts)
         result.refused = outcome.final_action in REFUSALS
+        result.wrong_number = not result.refused and wrong_number_stated(case, outcome.answer_text)
         result.precise_citations = sum(name == case.expected_article for name in cited)
     elif case.expected_action == "no_answer":
         result.false_answer = outcome.final_action == "normal" and bool(cited)
@@ -188,6 +219,7 @@ def language_report(language: str, results: list[CaseResult]) -> LanguageReport:
         "false_answers": _share([bool(r.false_answer) for r in uncovered]),
         "over_refusal": _share([bool(r.refused) for r in answered]),
         "answered_without_facts": _share([not r.has_facts for r in kept]),
+        "answered_with_wrong_number": _share([bool(r.wrong_number) for r in kept]),
         "citation_precision": round(sum(r.precise_citations for r in answered) / cited, 3) if cited else None,
         "supported_share_mean": round(sum(shares) / len(shares), 3) if shares else None,
         "intent_echo": _share([r.intent_echo for r in results if r.intent]),
@@ -210,10 +242,11 @@ def language_report(language: str, results: list[CaseResult]) -> LanguageReport:
 
 
 def answers_evaluate(cases: list[AnswerCase], *, timeout: float,
-                     progress: Callable[[CaseResult], None] | None = None) -> tuple[list[LanguageReport], list[CaseResult]]:
+                     progress: Callable[[CaseResult], None] | None = None,
+                     run: Callable[..., CaseResult] = case_run) -> tuple[list[LanguageReport], list[CaseResult]]:
     results: list[CaseResult] = []
     for case in cases:
-        result = case_run(case, timeout=timeout)
+        result = run(case, timeout=timeout)
         results.append(result)
         if progress is not None:
             progress(result)
@@ -237,11 +270,13 @@ def reports_format(reports: list[LanguageReport]) -> str:
                      f"| {sec(r.first_token_p50)} / {sec(r.first_token_p95)} | {sec(r.done_p50)} / {sec(r.done_p95)} "
                      f"| {r.failed} |")
     lines += ["", "| language | uncovered | false answers | over-refusal | answered without the facts "
-              "| citation precision | supported share | intent echoes an example | no_answer done p50 s |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "| a wrong number stated | citation precision | supported share | intent echoes an example "
+              "| no_answer done p50 s |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in reports:
         share = "—" if r.supported_share_mean is None else f"{r.supported_share_mean:.2f}"
         lines.append(f"| {r.language} | {r.uncovered} | {pct(r.false_answers)} | {pct(r.over_refusal)} "
-                     f"| {pct(r.answered_without_facts)} | {pct(r.citation_precision)} | {share} "
+                     f"| {pct(r.answered_without_facts)} | {pct(r.answered_with_wrong_number)} "
+                     f"| {pct(r.citation_precision)} | {share} "
                      f"| {pct(r.intent_echo)} | {sec(r.no_answer_done_p50)} |")
     return "\n".join(lines)

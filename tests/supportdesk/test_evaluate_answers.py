@@ -55,6 +55,19 @@ def test_turns_run_through_the_worker_and_are_scored(llm, celery_worker, tmp_pat
         assert 0 < result["plan_s"] <= result["first_token_s"] <= result["done_s"]
     assert en["done_p50"] is not None and "| en | 2 | 100 % | 100 % of 2 | 50 % |" in out.getvalue()
 
+    # --stored reads the same turns again (no new turn); a question never asked counts as failed.
+    from supportdesk.models import Turn
+
+    turns = Turn.objects.count()
+    never = {"text": "Do you ship to Antarctica?", "language": "en", "expected_action": "no_answer"}
+    labelled.write_text("\n".join(json.dumps(c) for c in [*CASES, never]), encoding="utf-8")
+    call_command("evaluate_answers", file=str(labelled), json=report, stored=True, stdout=io.StringIO(),
+                 stderr=io.StringIO())
+    again = json.loads(report.read_text())
+    assert Turn.objects.count() == turns
+    assert [(r["cited"], r["has_facts"]) for r in again["results"][:2]] == [(["widget"], True), (["delivery"], False)]
+    assert again["results"][2]["status"] == "not asked" and again["reports"][0]["failed"] == 1
+
 
 def test_key_facts_and_a_bad_file(tmp_path):
     assert fact_present("three to five|3-5", "Delivery takes 3-5 days")
@@ -86,6 +99,18 @@ def test_the_shipped_labelled_set_is_large_enough_and_over_the_demo_kb():
             assert case.expected_action == expected[case.kind]
 
 
+def test_a_wrong_number_is_one_the_question_and_the_facts_do_not_hold():
+    from supportdesk.answer_evaluation import wrong_number_stated
+
+    case = AnswerCase(text="How many columns can a table have in version 15?", key_facts=["1600|1,600"])
+    assert wrong_number_stated(case, "A table can have at most 1000 columns [1].")  # the neighbouring row's
+    assert not wrong_number_stated(case, "A table can have up to 1,600 columns [1].")  # the fact itself
+    assert not wrong_number_stated(case, "The manual does not say [2].")  # missing, not wrong: [2] is a citation
+    assert not wrong_number_stated(case, "In version 15 the limit is documented [1].")  # the question's own number
+    assert not wrong_number_stated(AnswerCase(text="Which mode is the default?", key_facts=["fast"]),
+                                   "The default is smart, since 2010 [1].")  # a wrong name is not a number
+
+
 def test_trust_figures_count_false_answers_over_refusal_and_citation_precision():
     from supportdesk.answer_evaluation import CaseResult, language_report, reports_format
 
@@ -95,7 +120,7 @@ def test_trust_figures_count_false_answers_over_refusal_and_citation_precision()
 
     results = [
         result("normal", "normal", ["widget"], True, refused=False, precise_citations=1),
-        result("normal", "normal", ["widget", "keys"], False, refused=False, precise_citations=1),
+        result("normal", "normal", ["widget", "keys"], False, refused=False, precise_citations=1, wrong_number=True),
         result("normal", "no_answer", [], False, refused=True),
         result("no_answer", "normal", ["keys"], false_answer=True),  # a confident, cited invention
         result("no_answer", "no_answer", [], false_answer=False),
@@ -104,9 +129,10 @@ def test_trust_figures_count_false_answers_over_refusal_and_citation_precision()
     report = language_report("en", results)
     assert (report.uncovered, report.false_answers, report.over_refusal) == (3, 0.333, 0.333)
     assert report.answered_without_facts == 0.5  # of the two covered questions answered, one lacks a fact
+    assert report.answered_with_wrong_number == 0.5  # ... and states another number
     assert report.citation_precision == 0.667  # two of the three cited articles are the expected ones
     assert report.no_answer_done_p50 == 1.0
-    assert "| en | 3 | 33 % | 33 % | 50 % | 67 % |" in reports_format([report])
+    assert "| en | 3 | 33 % | 33 % | 50 % | 50 % | 67 % |" in reports_format([report])
 
 
 @pytest.mark.django_db

@@ -8,7 +8,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from supportdesk.answer_evaluation import AnswerFileError, CaseResult, answers_evaluate, cases_read, reports_format
+from supportdesk.answer_evaluation import (
+    AnswerFileError, CaseResult, answers_evaluate, case_run, case_stored, cases_read, reports_format,
+)
 
 
 class Command(BaseCommand):
@@ -26,6 +28,9 @@ class Command(BaseCommand):
                             help="only the questions of this split (e.g. held_out: the part never tuned on)")
         parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for one turn")
         parser.add_argument("--json", type=Path, default=None, help="also write the reports and every result as JSON")
+        parser.add_argument("--stored", action="store_true",
+                            help="score again the latest finished turn of each question already in the database "
+                                 "(no new turns, no workers needed): an earlier run read by the current scoring")
 
     def handle(self, *args: Any, **opts: Any) -> None:
         from celery import current_app as app  # the project's app (config.celery), without importing the wiring
@@ -37,7 +42,7 @@ class Command(BaseCommand):
             raise CommandError(f"{opts['file']}: {exc}") from exc
         if not cases:
             raise CommandError(f"{opts['file']}: no labelled questions")
-        if not app.control.ping(timeout=2.0):
+        if not opts["stored"] and not app.control.ping(timeout=2.0):
             raise CommandError("no Celery worker answers: run this against the services of a running ./sd run "
                                "(its DATABASE_URL and REDIS_URL)")
         done: list[CaseResult] = []
@@ -52,7 +57,8 @@ class Command(BaseCommand):
                 self.stderr.write(f"[{len(done)}/{len(cases)}] {result.language} {mark} {result.final_action or result.status}"
                                   f" cited={result.cited} facts={result.has_facts} done={result.done_s}s :: {result.text[:60]}")
 
-        reports, results = answers_evaluate(cases, timeout=opts["timeout"], progress=progress)
+        reports, results = answers_evaluate(cases, timeout=opts["timeout"], progress=progress,
+                                            run=case_stored if opts["stored"] else case_run)
         self.stdout.write(reports_format(reports))
         if opts["json"]:
             data = {"reports": [r.model_dump() for r in reports], "results": [r.model_dump() for r in results]}
