@@ -6,14 +6,14 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from django.db import DatabaseError, IntegrityError, connection, transaction
-from django.db.models import Field
+from django.db import IntegrityError, connection, transaction
 
 from guard.verdict import Verdict
 from sgr.consistency import rouge_l, subquery_coverage
 from sgr.models import PlanRecord
 from sgr.planner import PlanningContext, PlanOutcome
 from sgr.render import RenderedOutputs
+from sgr.rowupdate import fields_update
 from sgr.routing import RoutingDecision
 
 
@@ -128,20 +128,12 @@ def plan_record_answer_save(
             "supported_share": supported_share,
         },
     }
-    # ``record.save(update_fields=...)`` as one UPDATE built once: Model.save compiles it for every answer
-    # (issue 31). PlanRecord has no save signals; like save, it fails when the row is gone.
-    params = [field.get_db_prep_save(field.pre_save(record, False), connection) for field in _ANSWER_COLUMNS]
-    with connection.cursor() as cursor:
-        cursor.execute(_ANSWER_UPDATE, [*params, record.pk])
-        if cursor.rowcount != 1:
-            raise DatabaseError(f"plan record {record.pk} is gone: the answer's figures were not saved")
+    # ``record.save(update_fields=...)`` as one UPDATE built once (issue 31); PlanRecord has no save signals.
+    fields_update(record, ANSWER_FIELDS)
 
 
-_ANSWER_COLUMNS = [field for field in map(PlanRecord._meta.get_field, (
-    "answer_prompt_tokens", "subquery_coverage", "plan_answer_rouge_l", "answer_supported_share", "metadata",
-    "updated_at")) if isinstance(field, Field)]
-_ANSWER_UPDATE = (f"UPDATE {PlanRecord._meta.db_table} SET "
-                  + ", ".join(f'"{field.column}" = %s' for field in _ANSWER_COLUMNS) + " WHERE id = %s")
+ANSWER_FIELDS = ("answer_prompt_tokens", "subquery_coverage", "plan_answer_rouge_l", "answer_supported_share",
+                 "metadata", "updated_at")
 
 
 def _outputs_set(record: PlanRecord, outputs: RenderedOutputs) -> None:

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
-from django.db.models import Field
 
 from retrieval.language import language_detect
+from sgr.rowupdate import fields_update, fields_update_sql
 from sgr.strings import supported_language, ui_string
 from supportdesk.compiled import CompiledRead
 from supportdesk.events import turn_event_emit, turn_events_flush, turn_status_move_emit, turn_update_emit
@@ -101,19 +101,13 @@ def message_language(*, text: str) -> str | None:
 
 # The UPDATE of each set of a turn's fields, built once: a stage saves its turn a few times (a status,
 # its result, the end), and Model.save compiles the statement anew each time (issue 31).
-_TURN_UPDATES: dict[tuple[str, ...], tuple[str, list[Field[Any, Any]]]] = {}
-
-
 def turn_fields_save(*, turn: Turn, fields: Sequence[str]) -> None:
     """``turn.save(update_fields=[*fields, "updated_at"])``, in one UPDATE built once per set of fields.
 
     Turn has no save signals; like ``save``, it fails when the row is gone.
     """
-    sql, params = _turn_update(turn, fields)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        if cursor.rowcount != 1:
-            raise DatabaseError(f"turn {turn.pk} is gone: its fields {', '.join(fields)} were not saved")
+    turn.language_fill()  # as Turn.save does (not saved unless named)
+    fields_update(turn, [*fields, "updated_at"])
 
 
 # Diagnostics written with a turn's fields: (path, value) pairs, as for turn_diagnostics_merge.
@@ -141,18 +135,8 @@ def turn_fields_save_emit(*, turn: Turn, fields: Sequence[str], events: Events,
 def _turn_update(turn: Turn, fields: Sequence[str]) -> tuple[str, list[Any]]:
     """The UPDATE of ``fields`` and ``updated_at`` (built once per set of fields) and its parameters
     (the turn's id last)."""
-    names = tuple(dict.fromkeys([*fields, "updated_at"]))
-    update = _TURN_UPDATES.get(names)
-    if update is None:
-        columns = [field for field in map(Turn._meta.get_field, names) if isinstance(field, Field)]
-        if len(columns) != len(names):
-            raise ValueError(f"not columns of a turn: {names}")
-        assignments = ", ".join(f"{connection.ops.quote_name(str(field.column))} = %s" for field in columns)
-        update = _TURN_UPDATES.setdefault(
-            names, (f"UPDATE {connection.ops.quote_name(Turn._meta.db_table)} SET {assignments} WHERE id = %s", columns))
-    sql, columns = update
     turn.language_fill()  # as Turn.save does (not saved unless named)
-    return sql, [*(field.get_db_prep_save(field.pre_save(turn, False), connection) for field in columns), turn.pk]
+    return fields_update_sql(turn, [*fields, "updated_at"])
 
 
 def turn_status_set(*, turn: Turn, status: str, also: tuple[str, ...] = (), diagnostics: DiagnosticsWrites = (),
