@@ -28,6 +28,7 @@ from supportdesk.pipeline.answer.kb import KbResult, KbSource
 from supportdesk.pipeline.plan import verdict_read
 
 QUOTE_MIN_TERMS = 2  # a quoted line shares at least this many content words with the question
+TOPIC_MIN_TERMS = 2  # a question with fewer content words is not compared with what the answer is about
 
 
 def answer_coverage(*, turn: Turn, record: PlanRecord | None, prefetched: KbResult | None) -> Coverage | None:
@@ -63,7 +64,7 @@ def grounding_fails(grounding: Grounding, *, question: str, language: str) -> bo
     asked, language = term_stems(question), language_detect(question, default=language)
     supported = [term_stems(s.text) for s in grounding.sentences
                  if s.status == "supported" and language_detect(s.text, default=language) == language]
-    return len(asked) >= QUOTE_MIN_TERMS and bool(supported) and not any(asked & stems for stems in supported)
+    return len(asked) >= TOPIC_MIN_TERMS and bool(supported) and not any(asked & stems for stems in supported)
 
 
 def quote_best(*, question: str, searches: list[KbResult]) -> tuple[str, KbSource] | None:
