@@ -5,7 +5,7 @@ Two signals, both computed without a model:
 - ``dense``: the calibrated relevance (``retrieval.confidence``) of the best knowledge-base
   match for the customer's message: how close the knowledge base comes to the topic;
 - ``terms``: the share of the message's content terms (``retrieval.terms``) that appear in
-  the articles the answer would be written from. A plausible question on a topic the
+  the articles the searches found (all of them: the answer model may get only the best two). A plausible question on a topic the
   knowledge base does not hold ("my invoices page shows error 500") sits close to the
   product's articles in the embedding, but its key word ("invoices") is in none of them.
 

@@ -1,8 +1,9 @@
 """Fit the coverage cut points (``ANSWER_COVERAGE_*``) to a knowledge base: ``manage.py calibrate_coverage``.
 
 Every labelled question is searched as the customer wrote it (the answer stage also searches
-the plan's sub-queries; the message is the part every turn has), the articles are fitted to
-``LLM_CONTEXT_BUDGET`` as the answer prompt would get them, and the two signals of
+the plan's sub-queries; the message is the part every turn has), every article found is read
+whole, as the answer stage's coverage check reads them (``found_texts``: before the focus and
+the budget cut the answer model's share), and the two signals of
 :func:`retrieval.coverage.coverage_assess` are measured. The cut points are then chosen on
 the ``fit`` questions: the fewest uncovered questions let through while at least ``min_covered``
 of the covered ones are kept; the figures are printed for the fit part and for the held-out part.
@@ -19,7 +20,6 @@ from django.conf import settings
 from pydantic import BaseModel
 
 from retrieval.confidence import relevance
-from retrieval.context import context_fit_budget
 from retrieval.coverage import Coverage, CoverageCuts, coverage_decide, coverage_measure
 from retrieval.embedders import embedder_get
 from retrieval.search import articles_search, chunk_search_hybrid
@@ -72,9 +72,8 @@ def signals_measure(questions: list[LabelledQuestion],
         best = chunk_search_hybrid(question.text, k=1, mode="vector", query_vector=vector, rerank=False)
         dense = relevance(best[0].vector_score) if best else 0.0
         found = articles_search([question.text], k=settings.RETRIEVAL_TOP_K, language=question.language)
-        fitted, _ = context_fit_budget(found, budget_tokens=settings.LLM_CONTEXT_BUDGET)
         measured = coverage_measure(message=question.text, language=question.language, dense=round(dense, 4),
-                                    articles=["\n".join(filter(None, [a.title, a.heading_path, a.text])) for a in fitted])
+                                    articles=[article.read_text for article in found])
         out.append(Signals(question=question, measured=measured))
         if on_progress is not None:
             on_progress(1)

@@ -61,6 +61,11 @@ class Article(BaseModel):
     def text(self) -> str:
         return "\n\n".join(chunk.text for chunk in self.chunks)
 
+    @property
+    def read_text(self) -> str:
+        """Title, headings and text: what a reader of the article sees (the coverage check's words)."""
+        return "\n".join(filter(None, [self.title, self.best.heading_path, self.text]))
+
 
 class RetrievalConfidence(BaseModel):
     """How sure retrieval is, on the absolute calibrated scale of :mod:`retrieval.confidence`."""
@@ -96,6 +101,11 @@ class ContextArticle(BaseModel):
     original_tokens: int
     trimmed: bool
 
+    @property
+    def read_text(self) -> str:
+        """Title, headings and text: what the model reads of the article."""
+        return "\n".join(filter(None, [self.title, self.heading_path, self.text]))
+
 
 class BudgetReport(BaseModel):
     budget_tokens: int
@@ -122,6 +132,9 @@ class KBSearchResult(BaseModel):
     budget: BudgetReport
     context: str = Field(description="The articles rendered as `[n] title` blocks for the model.")
     error: str = Field(default="", description="Why the search failed, when it did (then there are no articles).")
+    # Every article the queries found, before the focus and the budget cut the model's share: whether the
+    # knowledge base covers a request is a question about it, not about the two articles a small model gets.
+    found_texts: list[str] = Field(default_factory=list, exclude=True)
 
 
 class IngestOutcome(BaseModel):

@@ -79,7 +79,8 @@ def search_kb(query: str | list[str], *, turn_id: int | None = None, language: s
     )
     return KBSearchResult(trace_id=trace.pk, queries=queries, articles=context_articles,
                           sources=sources_for(context_articles), confidence=confidence, budget=budget,
-                          context=context_render(context_articles), error=error)
+                          context=context_render(context_articles), error=error,
+                          found_texts=[article.read_text for article in articles])
 
 
 def _trace_row(article: Article, number: int | None) -> dict[str, object]:

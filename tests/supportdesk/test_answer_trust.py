@@ -243,6 +243,17 @@ def test_a_likely_relevant_best_article_goes_to_the_model_with_one_neighbour_onl
     assert len(_numbers(_run_prompt(trust, question))) == len(everything)
 
 
+def test_coverage_reads_every_article_found_not_only_the_ones_the_model_is_given(trust, settings):
+    settings.RETRIEVAL_CONFIDENCE_THRESHOLD = 0.0  # every best article is likely relevant: the focus applies
+    settings.ANSWER_PREFETCH_FOCUS = 1
+    question = "How do I reset my password and how long does delivery take?"
+    turn = _run(trust, question, Reply(content="Click Forgot password on the sign-in page [1]."),
+                subqueries=["password reset", "delivery"])
+    assert len(_numbers(trust.chat_requests()[0])) == 1  # the model read one article ...
+    coverage = turn.answer_result["coverage"]
+    assert coverage["covered"] is True and coverage["missing"] == ["long"]  # ... the check, both: "delivery" found
+
+
 def _run_prompt(llm: ScriptedLLM, question: str) -> dict[str, Any]:
     _run(llm, question, Reply(content="x"), subqueries=["password reset", "delivery", "plan limits"])
     return llm.chat_requests()[0]

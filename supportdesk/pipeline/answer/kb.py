@@ -55,6 +55,8 @@ class KbResult(BaseModel):
     error: str = ""
     # What the model read of each article, by number (supportdesk.pipeline.answer.attribution); not stored.
     texts: dict[int, str] = Field(default_factory=dict, exclude=True)
+    # Every article the search found, read in full (retrieval's ``found_texts``): the coverage check's words.
+    found_texts: list[str] = Field(default_factory=list, exclude=True)
 
 
 def kb_tool() -> dict[str, Any]:
@@ -87,8 +89,7 @@ def kb_search(*, query: str | list[str], turn_id: int, language: str, numbered_a
         return KbResult(query=joined, queries=queries, error=f"{type(exc).__name__}: {exc}")
     bodies = {article.number: article.text for article in result.articles}
     # What the model read of each article: its header line (title and headings) and its text.
-    texts = {article.number: "\n".join(filter(None, [article.title, article.heading_path, article.text]))
-             for article in result.articles}
+    texts = {article.number: article.read_text for article in result.articles}
     sources = [
         KbSource(number=s.number, title=s.title, url=s.url or "", excerpt=excerpt_of(bodies.get(s.number, "")),
                  document_id=s.document_id)
@@ -104,6 +105,7 @@ def kb_search(*, query: str | list[str], turn_id: int, language: str, numbered_a
         trace_id=result.trace_id,
         error=result.error,  # retrieval's own failures come back as an empty result with the reason
         texts=texts,
+        found_texts=result.found_texts,
     )
 
 

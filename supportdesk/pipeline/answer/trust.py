@@ -38,7 +38,7 @@ def answer_coverage(*, turn: Turn, record: PlanRecord | None, prefetched: KbResu
         return None
     dense = record.kb_relevance if record is not None and record.kb_relevance is not None else prefetched.confidence
     return coverage_assess(message=turn.user_message.text, language=turn.language, dense=dense,
-                           articles=prefetched.texts.values())
+                           articles=prefetched.found_texts or prefetched.texts.values())
 
 
 def answer_grounding(*, text: str, searches: list[KbResult], language: str) -> Grounding | None:
