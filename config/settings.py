@@ -267,7 +267,7 @@ GUARD_EXEMPLAR_NEAR = env.float("GUARD_EXEMPLAR_NEAR", default=0.95)
 # margin (the rule above) | classifier (a logistic regression fitted on every exemplar) | both
 # (flagged only when the margin flags and the classifier's P(harmful) reaches the threshold).
 GUARD_EXEMPLAR_DECISION = env.str("GUARD_EXEMPLAR_DECISION", default="both")
-GUARD_EXEMPLAR_CLASSIFIER_THRESHOLD = env.float("GUARD_EXEMPLAR_CLASSIFIER_THRESHOLD", default=0.5)
+GUARD_EXEMPLAR_CLASSIFIER_THRESHOLD = env.float("GUARD_EXEMPLAR_CLASSIFIER_THRESHOLD", default=0.4)
 GUARD_EXEMPLAR_MATCHES = env.int("GUARD_EXEMPLAR_MATCHES", default=5)  # matched exemplars kept per check
 # local_llm: the local OpenAI-compatible model as a classifier (empty: LLM_BASE_URL / LLM_MODEL).
 GUARD_LOCAL_LLM_BASE_URL = env.str("GUARD_LOCAL_LLM_BASE_URL", default="")
