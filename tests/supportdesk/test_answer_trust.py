@@ -254,6 +254,16 @@ def test_coverage_reads_every_article_found_not_only_the_ones_the_model_is_given
     assert coverage["covered"] is True and coverage["missing"] == ["long"]  # ... the check, both: "delivery" found
 
 
+def test_an_answer_that_affirms_the_question_with_a_word_no_article_holds_is_retracted(trust):
+    turn = _run(trust, "Does the password reset page send a webhook?",
+                Reply(content="Yes, the password reset page sends a webhook [1]."))
+    assert turn.answer_result["coverage"]["covered"] is True  # the words are the articles' but "webhook"
+    assert [s["status"] for s in turn.answer_result["grounding"]] == ["unsupported"]
+    answer = _event(turn, "answer")
+    assert "webhook" not in answer["text"].split("searched for")[0].lower() and answer["no_answer"] is True
+    assert PlanRecord.objects.get(turn=turn).routing_rule == "answer_not_grounded"
+
+
 def _run_prompt(llm: ScriptedLLM, question: str) -> dict[str, Any]:
     _run(llm, question, Reply(content="x"), subqueries=["password reset", "delivery", "plan limits"])
     return llm.chat_requests()[0]

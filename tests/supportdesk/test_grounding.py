@@ -176,3 +176,19 @@ def test_a_question_echoed_back_states_nothing_and_the_answer_fails():
                        a1="Ключ передают в заголовке X-API-Key.")
     assert [s.status for s in answered.sentences] == ["supported", "neutral"]  # a closing question stays
     assert not grounding_fails(answered, question=asked, language="ru")
+
+
+def test_the_question_affirmed_with_a_word_no_article_holds_is_not_supported():
+    records = ("Plan records\nEvery customer turn creates one plan record: the validated plan, the guardian's verdict "
+               "and the routing decision. Analysts query plan records through the analyst API.")
+    question = "Is there a webhook that fires every time a plan record is created?"
+    affirmed = answer_ground(text="Yes, there is a webhook that fires every time a plan record is created [1].",
+                             articles={1: records}, language="en", terms_min=0.5, question=question)
+    assert affirmed.sentences[0].status == "unsupported" and affirmed.text == ""
+    # Without the question the same sentence passes: "plan", "record" and "created" are in the article.
+    assert answer_ground(text="Yes, there is a webhook that fires every time a plan record is created [1].",
+                         articles={1: records}, language="en", terms_min=0.5).sentences[0].status == "supported"
+    # What the article states, in the question's words, stays supported: every word is the article's.
+    stated = answer_ground(text="Every customer turn creates one plan record [1].", articles={1: records},
+                           language="en", terms_min=0.5, question="Is a plan record created for every customer turn?")
+    assert stated.sentences[0].status == "supported"

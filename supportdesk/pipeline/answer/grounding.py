@@ -27,6 +27,7 @@ number of the article that supports it best.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -204,24 +205,43 @@ def _sentences(text: str) -> list[tuple[str, list[int]]]:
     return out
 
 
-def answer_ground(*, text: str, articles: dict[int, str], language: str, terms_min: float) -> Grounding:
-    """Check each sentence of ``text`` against ``articles`` (number → what the model read of it)."""
+def answer_ground(*, text: str, articles: dict[int, str], language: str, terms_min: float,
+                  question: str = "") -> Grounding:
+    """Check each sentence of ``text`` against ``articles`` (number → what the model read of it). With the
+    customer's ``question``, a sentence without values made only of the question's words, one of which no
+    article of its language holds (:func:`unheld_terms`), is the question affirmed: unsupported, whatever
+    else it shares with an article."""
     parsed = {n: _Article(body, language) for n, body in articles.items() if body.strip()}
+    asked = term_stems(question)
+    unheld = unheld_terms(question, parsed.values(), language) if asked else set()
     results: list[SentenceGrounding] = []
     for sentence, cited in _sentences(text):
-        results.append(_sentence_ground(sentence, cited, parsed, language, terms_min))
+        results.append(_sentence_ground(sentence, cited, parsed, language, terms_min, asked, unheld))
     kept = [s for s in results if s.status != "unsupported"]
     # A small model may say one sentence again and again: it is shown once.
     lines = list(dict.fromkeys(_cite(s.text, s.citation) for s in kept))
     return Grounding(sentences=results, text=_join(lines))
 
 
+def unheld_terms(question: str, articles: Iterable[_Article], language: str) -> set[str]:
+    """The question's words that no article in the question's language holds: what the customer asks about
+    and the articles do not say ("webhook" in "is there a webhook when a plan record is created?"). An answer
+    sentence made of the question's words with one of these ("Yes, there is a webhook that fires when a plan
+    record is created") is the question affirmed, not something an article states, although "plan", "record"
+    and "created" are in the article. Empty when no article is in that language."""
+    question_language = language_detect(question, default=language)
+    same = [a.stems for a in articles if a.language == question_language]
+    return term_stems(question) - set().union(*same) if same else set()
+
+
 def _sentence_ground(sentence: str, cited: list[int], articles: dict[int, _Article], language: str,
-                     terms_min: float) -> SentenceGrounding:
+                     terms_min: float, asked: set[str], unheld: set[str]) -> SentenceGrounding:
     stems = term_stems(LIST_MARK.sub("", sentence))
     values = values_of(sentence)
     if (not stems and not values) or QUESTION_END.search(sentence):  # a question asks; it states nothing
         return SentenceGrounding(text=sentence, status="neutral", cited=cited)
+    if not values and stems & unheld and stems <= asked:  # only the question's words, one no article holds
+        return SentenceGrounding(text=sentence, status="unsupported", cited=cited)
     sentence_language = language_detect(sentence, default=language)
     scored: list[tuple[float, int]] = []
     missing_everywhere = set(values)

@@ -130,7 +130,8 @@ def answer_stage_run(*, turn: Turn) -> None:
         log.tokens = {"prompt": outcome.prompt_tokens, "completion": outcome.completion_tokens}
         # The stream was filtered; the stored text is checked again, whatever the model wrote (DT-004).
         text = answer_text_clean(text=outcome.text, synthetic=turn_synthetic(turn, record))
-        grounding = answer_grounding(text=text, searches=outcome.searches, language=language)
+        grounding = answer_grounding(text=text, searches=outcome.searches, language=language,
+                                     question=turn.user_message.text)
         final = final_answer_build(
             text=grounding.text if grounding is not None else text, searches=outcome.searches,
             follow_ups=outcome.follow_ups, hit_limit=outcome.hit_limit, language=language,

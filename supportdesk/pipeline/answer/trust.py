@@ -41,13 +41,14 @@ def answer_coverage(*, turn: Turn, record: PlanRecord | None, prefetched: KbResu
                            articles=prefetched.found_texts or prefetched.texts.values())
 
 
-def answer_grounding(*, text: str, searches: list[KbResult], language: str) -> Grounding | None:
+def answer_grounding(*, text: str, searches: list[KbResult], language: str, question: str = "") -> Grounding | None:
     """The per-sentence check of an answer against what its searches gave the model; ``None`` when off or
     when a search failed (the answer then says the knowledge base was unavailable)."""
     if not settings.ANSWER_GROUNDING or not searches or any(s.error for s in searches):
         return None
     articles = {n: body for s in searches for n, body in s.texts.items()}
-    return answer_ground(text=text, articles=articles, language=language, terms_min=settings.ANSWER_GROUNDING_TERMS_MIN)
+    return answer_ground(text=text, articles=articles, language=language, terms_min=settings.ANSWER_GROUNDING_TERMS_MIN,
+                         question=question)
 
 
 def grounding_fails(grounding: Grounding, *, question: str, language: str) -> bool:
