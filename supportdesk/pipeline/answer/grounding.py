@@ -14,7 +14,8 @@ A sentence is *supported* by an article when
   unit must stand in the number's own cell (or the row's item cell), and one of the words must be
   the row's own, not a column name every row carries (rows are ingested ``Seats: 25 | Price: 49 EUR``);
 - and, for a sentence without values, at least ``ANSWER_GROUNDING_TERMS_MIN`` of its content
-  terms (``retrieval.terms``) are in the article.
+  terms (``retrieval.terms``) are in the article, unless they are all the question's own words and
+  one of them is in no article: the question affirmed ("Yes, there is a webhook …").
 
 Words cannot be compared across languages: a sentence in another language than every
 article is *unverified*, kept as written and left out of the supported share (its values must
