@@ -32,6 +32,7 @@ from pydantic import BaseModel, Field, ValidationError
 from guard.evaluation import percentile
 from sgr.intent import intent_echoes_example
 from sgr.schema import Action
+from supportdesk.answer_replay import Replayed, answer_replay
 from supportdesk.models import Turn, TurnEvent
 from supportdesk.outcome import turn_outcome
 from supportdesk.pipeline.submit import ask_submit, turn_wait_or_current
@@ -141,15 +142,21 @@ def case_run(case: AnswerCase, *, timeout: float) -> CaseResult:
     return case_score(case, turn)
 
 
-def case_stored(case: AnswerCase, *, timeout: float) -> CaseResult:
+def case_stored(case: AnswerCase, *, timeout: float, reground: bool = False) -> CaseResult:
     """The latest finished turn already in the database that asked the question, scored again (no new turn):
-    how a change of the scoring reads an earlier run. A question never asked scores as failed."""
+    how a change of the scoring reads an earlier run; with ``reground``, its answer grounded again by the
+    current code (``supportdesk.answer_replay``): how a change of grounding reads it. A question never asked
+    scores as failed."""
     turn = (Turn.objects.filter(user_message__text=case.text, status__in=Turn.TERMINAL)
             .select_related("user_message").order_by("-created_at").first())
     if turn is None:
         return CaseResult(text=case.text, language=case.language, expected_action=case.expected_action,
                           status="not asked")
-    return case_score(case, turn)
+    return case_score(case, turn, replayed=answer_replay(turn) if reground else None)
+
+
+def case_regrounded(case: AnswerCase, *, timeout: float) -> CaseResult:
+    return case_stored(case, timeout=timeout, reground=True)
 
 
 def cited_names(sources: list[dict[str, Any]]) -> list[str]:
@@ -163,18 +170,22 @@ def cited_names(sources: list[dict[str, Any]]) -> list[str]:
     return [Path(str(paths.get(s.get("document_id")) or s.get("url") or s.get("title") or "")).stem for s in sources]
 
 
-def case_score(case: AnswerCase, turn: Turn) -> CaseResult:
+def case_score(case: AnswerCase, turn: Turn, *, replayed: Replayed | None = None) -> CaseResult:
+    """The turn scored against the case; with ``replayed``, its answer as the current grounding shows it."""
     outcome = turn_outcome(turn=turn)
     begun = turn.created_at
     firsts: dict[str, Any] = {}
     for kind, at in TurnEvent.objects.filter(turn=turn, type__in=("plan", "token", "done")).order_by("seq").values_list(
             "type", "created_at"):
         firsts.setdefault(kind, at)
-    cited = cited_names(outcome.sources)
+    cited, answer, final_action = cited_names(outcome.sources), outcome.answer_text, outcome.final_action
+    if replayed is not None:
+        answer, final_action = replayed.text, "no_answer" if replayed.retracted else "normal"
+        cited = cited_names([{"document_id": d} for d in replayed.document_ids])
     intent = str((outcome.plan or {}).get("user_intent") or "")
     result = CaseResult(
         text=case.text, language=case.language, expected_action=case.expected_action, status=outcome.status,
-        final_action=outcome.final_action, cited=cited, answer=outcome.answer_text,
+        final_action=final_action, cited=cited, answer=answer,
         plan_s=_seconds(begun, firsts.get("plan")), first_token_s=_seconds(begun, firsts.get("token")),
         done_s=_seconds(begun, firsts.get("done")) if turn.is_finished else None,
         supported_share=(turn.answer_result or {}).get("supported_share"), intent=intent,
@@ -182,13 +193,13 @@ def case_score(case: AnswerCase, turn: Turn) -> CaseResult:
     )
     if case.expected_action == "normal":
         result.cites_expected = bool(case.expected_article) and case.expected_article in cited
-        result.facts_found = [fact for fact in case.key_facts if fact_present(fact, outcome.answer_text)]
+        result.facts_found = [fact for fact in case.key_facts if fact_present(fact, answer)]
         result.has_facts = len(result.facts_found) == len(case.key_facts)
-        result.refused = outcome.final_action in REFUSALS
-        result.wrong_number = not result.refused and wrong_number_stated(case, outcome.answer_text)
+        result.refused = final_action in REFUSALS
+        result.wrong_number = not result.refused and wrong_number_stated(case, answer)
         result.precise_citations = sum(name == case.expected_article for name in cited)
     elif case.expected_action == "no_answer":
-        result.false_answer = outcome.final_action == "normal" and bool(cited)
+        result.false_answer = final_action == "normal" and bool(cited)
     return result
 
 

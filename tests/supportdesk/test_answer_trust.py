@@ -264,6 +264,39 @@ def test_an_answer_that_affirms_the_question_with_a_word_no_article_holds_is_ret
     assert PlanRecord.objects.get(turn=turn).routing_rule == "answer_not_grounded"
 
 
+def test_a_stored_answer_is_grounded_again_by_the_current_code(trust):
+    from supportdesk.answer_evaluation import AnswerCase, case_stored
+
+    question = "How do I reset my password?"
+    turn = _run(trust, question, Reply(content="Click Forgot password on the sign-in page [1]."))
+    (source,) = turn.answer_result["sources"]
+    case = AnswerCase(text=question, expected_article="password", key_facts=["Forgot password"])
+    regrounded = case_stored(case, timeout=1.0, reground=True)
+    assert (regrounded.final_action, regrounded.cited, regrounded.has_facts) == ("normal", ["password"], True)
+
+    # Had the model written the link's lifetime wrong, the current grounding would drop that sentence and,
+    # with nothing else left, quote the article's line that answers instead.
+    wrong = [{"text": "The reset link is valid for 45 minutes.", "cited": [source["number"]], "status": "supported"}]
+    Turn.objects.filter(pk=turn.pk).update(answer_result={**turn.answer_result, "grounding": wrong})
+    replayed = case_stored(case, timeout=1.0, reground=True)
+    assert "45" not in replayed.answer and "valid for 30 minutes" in replayed.answer
+    assert replayed.cited == ["password"]
+    assert "45" not in case_stored(case, timeout=1.0).answer  # without --reground: the stored answer, as it was
+
+    # An answer retracted at the time, whose sentences the current grounding supports, is shown again.
+    retracted = _run(trust, "Does the password reset page send a webhook?",
+                     Reply(content="Yes, the password reset page sends a webhook [1]."))
+    numbers = {row["title"]: row["number"] for trace in retracted.retrieval_traces.all() for row in trace.results
+               if row["number"] is not None}
+    supported = [{"text": "Click Forgot password on the sign-in page.", "cited": [numbers["Password reset"]]}]
+    Turn.objects.filter(pk=retracted.pk).update(answer_result={**retracted.answer_result, "grounding": supported})
+    again = case_stored(AnswerCase(text="Does the password reset page send a webhook?", expected_article="password"),
+                        timeout=1.0, reground=True)
+    assert (again.final_action, again.cited) == ("normal", ["password"])
+    assert case_stored(AnswerCase(text="Does the password reset page send a webhook?"), timeout=1.0).final_action == \
+        "no_answer"
+
+
 def _run_prompt(llm: ScriptedLLM, question: str) -> dict[str, Any]:
     _run(llm, question, Reply(content="x"), subqueries=["password reset", "delivery", "plan limits"])
     return llm.chat_requests()[0]

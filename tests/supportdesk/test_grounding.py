@@ -192,3 +192,15 @@ def test_the_question_affirmed_with_a_word_no_article_holds_is_not_supported():
     stated = answer_ground(text="Every customer turn creates one plan record [1].", articles={1: records},
                            language="en", terms_min=0.5, question="Is a plan record created for every customer turn?")
     assert stated.sentences[0].status == "supported"
+
+
+def test_the_quoted_line_says_more_than_the_question_not_the_article_title(settings):
+    from supportdesk.pipeline.answer.kb import KbResult, KbSource
+    from supportdesk.pipeline.answer.trust import quote_best
+
+    settings.ANSWER_GROUNDING_QUOTE = True
+    article = ("Password reset\n# Password reset\n\nTo reset your password, click Forgot password on the sign-in page; "
+               "the reset link is valid for 30 minutes.")
+    search = KbResult(query="", texts={1: article}, sources=[KbSource(number=1, title="Password reset")])
+    line, source = quote_best(question="How do I reset my password?", searches=[search])
+    assert line.startswith("To reset your password") and source.number == 1

@@ -9,7 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from supportdesk.answer_evaluation import (
-    AnswerFileError, CaseResult, answers_evaluate, case_run, case_stored, cases_read, reports_format,
+    AnswerFileError, CaseResult, answers_evaluate, case_regrounded, case_run, case_stored, cases_read, reports_format,
 )
 
 
@@ -31,6 +31,10 @@ class Command(BaseCommand):
         parser.add_argument("--stored", action="store_true",
                             help="score again the latest finished turn of each question already in the database "
                                  "(no new turns, no workers needed): an earlier run read by the current scoring")
+        parser.add_argument("--reground", action="store_true",
+                            help="with --stored: ground each stored answer again with the current code (its "
+                                 "sentences as the model wrote them, against the articles its searches numbered): "
+                                 "an earlier run read by the current grounding, without the model")
 
     def handle(self, *args: Any, **opts: Any) -> None:
         from celery import current_app as app  # the project's app (config.celery), without importing the wiring
@@ -42,6 +46,8 @@ class Command(BaseCommand):
             raise CommandError(f"{opts['file']}: {exc}") from exc
         if not cases:
             raise CommandError(f"{opts['file']}: no labelled questions")
+        if opts["reground"] and not opts["stored"]:
+            raise CommandError("--reground replays stored answers: use it with --stored")
         if not opts["stored"] and not app.control.ping(timeout=2.0):
             raise CommandError("no Celery worker answers: run this against the services of a running ./sd run "
                                "(its DATABASE_URL and REDIS_URL)")
@@ -58,7 +64,8 @@ class Command(BaseCommand):
                                   f" cited={result.cited} facts={result.has_facts} done={result.done_s}s :: {result.text[:60]}")
 
         reports, results = answers_evaluate(cases, timeout=opts["timeout"], progress=progress,
-                                            run=case_stored if opts["stored"] else case_run)
+                                            run=case_regrounded if opts["reground"] else
+                                            case_stored if opts["stored"] else case_run)
         self.stdout.write(reports_format(reports))
         if opts["json"]:
             data = {"reports": [r.model_dump() for r in reports], "results": [r.model_dump() for r in results]}

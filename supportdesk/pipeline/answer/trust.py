@@ -70,7 +70,8 @@ def grounding_fails(grounding: Grounding, *, question: str, language: str) -> bo
 
 def quote_best(*, question: str, searches: list[KbResult]) -> tuple[str, KbSource] | None:
     """The article line that answers the question most clearly (at least ``ANSWER_GROUNDING_QUOTE_MIN`` of
-    its content words, and two or more of them), with its source; ``None`` when no line does."""
+    its content words, and two or more of them), with its source; ``None`` when no line does. A line with
+    no word beyond the question's (the article's title or a heading: "Password reset") answers nothing."""
     asked = term_stems(question)
     if len(asked) < QUOTE_MIN_TERMS or not settings.ANSWER_GROUNDING_QUOTE:
         return None
@@ -79,10 +80,11 @@ def quote_best(*, question: str, searches: list[KbResult]) -> tuple[str, KbSourc
     for search in searches:
         for number, body in search.texts.items():
             for line in body.splitlines():
-                shared = asked & term_stems(line)
+                stems = term_stems(line)
+                shared = asked & stems
                 share = len(shared) / len(asked)
                 if len(shared) >= QUOTE_MIN_TERMS and share >= settings.ANSWER_GROUNDING_QUOTE_MIN and number in sources \
-                        and (best is None or share > best[0]):
+                        and stems - asked and (best is None or share > best[0]):
                     best = (share, line.strip(" -"), sources[number])
     return None if best is None else (best[1], best[2])
 
