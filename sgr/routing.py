@@ -8,6 +8,7 @@ from django.conf import settings
 from pydantic import BaseModel
 
 from guard.verdict import Verdict
+from retrieval.terms import term_stems
 from sgr.schema import Action, Plan, PlanAction
 
 
@@ -32,7 +33,9 @@ def route(*, plan: Plan, verdict: Verdict, kb_relevance: float | None, message: 
     as spam goes on as ``normal`` when the coverage check runs (``ANSWER_COVERAGE``): its searches
     then decide, and one the knowledge base does not cover ends ``no_answer`` ("we have nothing on
     this"), never "I only help with our product" (a 1.5B model scored genuine support questions it
-    could not place 0.95).
+    could not place 0.95). The low-confidence row is for unclear requests: a *specific* question
+    (three content words or more: "What is min_wal_size by default?") the model doubts goes on the
+    same way; a vague one ("How do I fix this?") is still asked to clarify.
     """
     final: Action
     if verdict.level == "Unsafe":
@@ -42,14 +45,14 @@ def route(*, plan: Plan, verdict: Verdict, kb_relevance: float | None, message: 
     elif plan.spam_score >= settings.SGR_BLOCK_THRESHOLD and not _kb_vouches(kb_relevance) \
             and not _question_excused(message):
         final, rule = "block", "spam_score"
-    elif plan.intent_confidence < settings.SGR_CLARIFY_THRESHOLD and not _kb_vouches(kb_relevance):
+    elif plan.intent_confidence < settings.SGR_CLARIFY_THRESHOLD and not _kb_vouches(kb_relevance) \
+            and not _specific_question(message):
         final, rule = "clarify", "low_confidence"
     else:
         excused = (plan.spam_score >= settings.SGR_BLOCK_THRESHOLD
                    or plan.intent_confidence < settings.SGR_CLARIFY_THRESHOLD)
         rule = "default" if not excused else (
-            "question_to_coverage" if plan.spam_score >= settings.SGR_BLOCK_THRESHOLD and not _kb_vouches(kb_relevance)
-            else "kb_relevance_exception")
+            "kb_relevance_exception" if _kb_vouches(kb_relevance) else "question_to_coverage")
         final = "normal"
     return RoutingDecision(model_action=plan.action, final_action=final, rule=rule, overridden=final != plan.action)
 
@@ -69,6 +72,15 @@ def message_is_question(text: str) -> bool:
 
 def _question_excused(message: str) -> bool:
     return bool(message) and settings.ANSWER_COVERAGE and message_is_question(message)
+
+
+SPECIFIC_MIN_TERMS = 3  # "How do I fix this?", "Не работает" have fewer: unclear, asked to clarify
+
+
+def _specific_question(message: str) -> bool:
+    """A question naming what it is about (``SPECIFIC_MIN_TERMS`` content words or more): with the coverage
+    check on, the model's doubt alone does not ask it to clarify; its searches decide."""
+    return _question_excused(message) and len(term_stems(message)) >= SPECIFIC_MIN_TERMS
 
 
 def _kb_vouches(kb_relevance: float | None) -> bool:

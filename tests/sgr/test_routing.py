@@ -86,3 +86,20 @@ def test_a_question_scored_as_spam_goes_to_the_coverage_check_and_spam_is_still_
     assert (decision.final_action, decision.rule) == (final, rule)
     settings.ANSWER_COVERAGE = False  # without the coverage check nothing would stop an invented answer
     assert route(plan=plan, verdict=SAFE, kb_relevance=0.1, message=message).final_action == "block"
+
+
+@pytest.mark.parametrize(("message", "final", "rule"), [
+    ("Какое значение min_wal_size по умолчанию?", "normal", "question_to_coverage"),
+    ("is there a terminal command to make a key? I don't have admin access", "normal", "question_to_coverage"),
+    ("How do I fix this?", "clarify", "low_confidence"),  # a question, but about nothing named
+    ("Что мне делать?", "clarify", "low_confidence"),
+    ("It stopped working again", "clarify", "low_confidence"),  # not a question
+])
+def test_a_specific_question_the_model_doubts_goes_to_the_coverage_check_a_vague_one_is_asked_to_clarify(
+        settings, message, final, rule):
+    settings.ANSWER_COVERAGE = True
+    plan = Plan.model_validate(plan_args(intent_confidence=0.2))
+    decision = route(plan=plan, verdict=SAFE, kb_relevance=0.3, message=message)
+    assert (decision.final_action, decision.rule) == (final, rule)
+    settings.ANSWER_COVERAGE = False  # without the coverage check the doubt stands
+    assert route(plan=plan, verdict=SAFE, kb_relevance=0.3, message=message).final_action == "clarify"
