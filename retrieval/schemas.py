@@ -44,6 +44,12 @@ class ChunkHit(BaseModel):
     rerank_score: float | None = None
 
 
+def article_read_text(title: str, heading_path: str, text: str) -> str:
+    """An article as it is read (by the answer model, the coverage and grounding checks): its title line, its
+    headings line, then its text; empty parts left out."""
+    return "\n".join(filter(None, [title, heading_path, text]))
+
+
 class Article(BaseModel):
     """Hits of one document grouped together; the best chunk gives the article its scores."""
 
@@ -64,7 +70,7 @@ class Article(BaseModel):
     @property
     def read_text(self) -> str:
         """Title, headings and text: what a reader of the article sees (the coverage check's words)."""
-        return "\n".join(filter(None, [self.title, self.best.heading_path, self.text]))
+        return article_read_text(self.title, self.best.heading_path, self.text)
 
 
 class RetrievalConfidence(BaseModel):
@@ -104,7 +110,7 @@ class ContextArticle(BaseModel):
     @property
     def read_text(self) -> str:
         """Title, headings and text: what the model reads of the article."""
-        return "\n".join(filter(None, [self.title, self.heading_path, self.text]))
+        return article_read_text(self.title, self.heading_path, self.text)
 
 
 class BudgetReport(BaseModel):

@@ -30,6 +30,7 @@ class Replayed(BaseModel):
 def stored_search(turn_id: int) -> KbResult | None:
     """The articles the turn's searches numbered, as one search result; ``None`` when a chunk is gone."""
     from retrieval.models import Chunk, QueryTrace  # at call time: retrieval is optional
+    from retrieval.schemas import article_read_text
 
     rows = [row for trace in QueryTrace.objects.filter(turn_id=turn_id).order_by("pk")
             for row in trace.results if row.get("number") is not None]
@@ -42,7 +43,7 @@ def stored_search(turn_id: int) -> KbResult | None:
         if any(c not in chunks for c in row["chunk_ids"]):
             return None
         body = "\n\n".join(chunks[c] for c in row["chunk_ids"])
-        texts[row["number"]] = "\n".join(filter(None, [row["title"], row.get("heading_path") or "", body]))
+        texts[row["number"]] = article_read_text(row["title"], row.get("heading_path") or "", body)
         sources.append(KbSource(number=row["number"], title=row["title"], document_id=row["document_id"]))
     return KbResult(query="", sources=sources, texts=texts)
 

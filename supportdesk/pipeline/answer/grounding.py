@@ -214,7 +214,7 @@ def answer_ground(*, text: str, articles: dict[int, str], language: str, terms_m
     else it shares with an article."""
     parsed = {n: _Article(body, language) for n, body in articles.items() if body.strip()}
     asked = term_stems(question)
-    unheld = unheld_terms(question, parsed.values(), language) if asked else set()
+    unheld = unheld_terms(question, asked, parsed.values(), language) if asked else set()
     results: list[SentenceGrounding] = []
     for sentence, cited in _sentences(text):
         results.append(_sentence_ground(sentence, cited, parsed, language, terms_min, asked, unheld))
@@ -224,15 +224,15 @@ def answer_ground(*, text: str, articles: dict[int, str], language: str, terms_m
     return Grounding(sentences=results, text=_join(lines))
 
 
-def unheld_terms(question: str, articles: Iterable[_Article], language: str) -> set[str]:
-    """The question's words that no article in the question's language holds: what the customer asks about
+def unheld_terms(question: str, asked: set[str], articles: Iterable[_Article], language: str) -> set[str]:
+    """The question's words (``asked``: its stems) that no article in the question's language holds: what the customer asks about
     and the articles do not say ("webhook" in "is there a webhook when a plan record is created?"). An answer
     sentence made of the question's words with one of these ("Yes, there is a webhook that fires when a plan
     record is created") is the question affirmed, not something an article states, although "plan", "record"
     and "created" are in the article. Empty when no article is in that language."""
     question_language = language_detect(question, default=language)
     same = [a.stems for a in articles if a.language == question_language]
-    return term_stems(question) - set().union(*same) if same else set()
+    return asked - set().union(*same) if same else set()
 
 
 def _sentence_ground(sentence: str, cited: list[int], articles: dict[int, _Article], language: str,
