@@ -59,6 +59,7 @@ import sys
 import threading
 import time
 import urllib.request
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -207,7 +208,11 @@ async def wave(base: str, tag: str, count: int, on_go: Any = None) -> list[dict[
     connected: list[str] = []
     limits = httpx.Limits(max_connections=count + 10)
     async with httpx.AsyncClient(limits=limits, timeout=60) as http:
-        tasks = [asyncio.create_task(customer(http, base, f"{tag}-{i}: how do I reset my password?", go, opening, connected))
+        # Each message unique, its mark digits only: a word such as "seq1" would be a content word no article
+        # holds, and the coverage check would (rightly) refuse some turns before the answer.
+        mark = zlib.crc32(tag.encode())
+        tasks = [asyncio.create_task(customer(http, base, f"{mark}-{i}: how do I reset my password?", go, opening,
+                                              connected))
                  for i in range(count)]
         while len(connected) < count:  # every socket open before the burst
             if any(t.done() and t.exception() for t in tasks):
