@@ -43,8 +43,8 @@ from retrieval.embedders import embedder_get  # noqa: E402
 
 
 def source_of(note: str, level: str, category: str) -> str:
-    if note.startswith(("fourth set", "fifth set", "sixth set", "seventh set", "eighth set")):
-        return note  # one source per group of the broad benign set and of the fifth to eighth sets
+    if note.startswith(("fourth set", "fifth set", "sixth set", "seventh set", "eighth set", "ninth set")):
+        return note  # one source per group of the broad benign set and of the fifth to ninth sets
     return f"{note or 'staff'}/{category if level != 'Allowed' else 'allowed'}"
 
 
