@@ -9,6 +9,11 @@ Two signals, both computed without a model:
   knowledge base does not hold ("my invoices page shows error 500") sits close to the
   product's articles in the embedding, but its key word ("invoices") is in none of them.
 
+A technical name the message asks about (a setting, a command, an option: ``retrieval.terms.names_of``)
+made of the articles' own words must stand in one of them, whatever the signals say: "the default vacuum_freeze_min_age" shares
+every word with the neighbouring ``autovacuum_multixact_freeze_max_age``, and an article that never names
+the setting cannot say its default. Names are compared whole, in any language.
+
 Words cannot be compared across languages, so for a message whose language differs from
 the best article's, or one with fewer than two content words, the decision rests on ``dense``
 alone, with its own cut point (``dense_cross``). ``articles`` are in rank order, each with its
@@ -25,9 +30,9 @@ from django.conf import settings
 from pydantic import BaseModel, Field
 
 from retrieval.language import language_detect
-from retrieval.terms import term_stems
+from retrieval.terms import names_of, term_stems
 
-CoverageRule = str  # "no_articles" | "dense_high" | "terms" | "dense_only"
+CoverageRule = str  # "no_articles" | "names" | "dense_high" | "terms" | "dense_only"
 MIN_TERMS = 2  # fewer content words (a short follow-up: "and the login?") say too little: the dense signal decides
 
 
@@ -51,6 +56,7 @@ class Coverage(BaseModel):
     dense: float | None = None
     terms: float | None = None  # None: no content term, or no article in the message's language
     missing: list[str] = Field(default_factory=list)  # the message's words found in no article
+    names_missing: list[str] = Field(default_factory=list)  # the message's technical names no article holds
 
     @property
     def score(self) -> float:
@@ -71,22 +77,42 @@ def coverage_measure(*, message: str, language: str, dense: float | None, articl
     texts = [text for text in articles if text.strip()]
     if not texts:
         return Coverage(covered=False, rule="no_articles", dense=dense)
+    names_missing = _names_missing(names_of(message), texts)
     same = [text for text in texts if language_detect(text, default=language) == language]
     asked = term_stems(message)
     if not same or language_detect(texts[0], default=language) != language or len(asked) < MIN_TERMS:
-        return Coverage(covered=False, rule="dense_only", dense=dense)
+        return Coverage(covered=False, rule="dense_only", dense=dense, names_missing=names_missing)
     found = set().union(*(term_stems(text) for text in same))
     missing = sorted({w.strip(".,;:!?()\"'«»") for w in message.split() if term_stems(w) and term_stems(w) <= asked - found})
     return Coverage(covered=False, rule="terms", dense=dense, terms=round(len(asked & found) / len(asked), 3),
-                    missing=missing)
+                    missing=missing, names_missing=names_missing)
+
+
+def _names_missing(names: list[str], texts: list[str]) -> list[str]:
+    """The ``names`` no text holds whole, among those made of the texts' own words: a name of the knowledge
+    base's kind ("vacuum_freeze_min_age" where the articles speak of vacuum, freeze and age) that none of them
+    names is another setting than theirs; a name with a word they never use is the customer's own (their
+    role "app_user", their table "orders_2024") and says nothing about coverage."""
+    if not names:
+        return []
+    lowered = [text.lower() for text in texts]
+    absent = [name for name in names if not any(name in text for text in lowered)]
+    if not absent:
+        return []
+    vocabulary = set().union(*(term_stems(text) for text in texts))
+    parts = {name: term_stems(name.replace("_", " ")) for name in absent}
+    return [name for name in absent if parts[name] and parts[name] <= vocabulary]
 
 
 def coverage_decide(measured: Coverage, cuts: CoverageCuts) -> Coverage:
-    """The decision on measured signals: no articles, never; another language or too few words, the dense
-    signal against its own cut; else a very close match, or a close enough one whose words the articles hold."""
+    """The decision on measured signals: no articles, or a technical name the message asks about in none of
+    them, never; another language or too few words, the dense signal against its own cut; else a very close
+    match, or a close enough one whose words the articles hold."""
     dense = measured.dense or 0.0
     if measured.rule == "no_articles":
         return measured
+    if measured.names_missing:
+        return measured.model_copy(update={"covered": False, "rule": "names"})
     if measured.rule == "dense_only":
         return measured.model_copy(update={"covered": dense >= cuts.dense_cross})
     if dense >= cuts.dense_high:

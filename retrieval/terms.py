@@ -41,7 +41,18 @@ is am do does did if or so to of in on at by an as be it me my we us a i
 
 
 _CYRILLIC = re.compile(r"[\u0400-\u04FF]")
+# Technical names a question may ask about: a setting, function or command with an underscore
+# (max_wal_senders, pg_dump), a long option (--exclude-table-data) or anything in backticks. Words
+# split them ("vacuum_freeze_min_age" has the words of every *_freeze_*_age setting), so they are
+# compared whole.
+NAME = re.compile(r"`([^`\n]{2,80})`|(?<![\w-])(--[a-z][\w-]+|[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+)(?![\w-])")
 _STEMMERS = {"en": snowballstemmer.stemmer("english"), "ru": snowballstemmer.stemmer("russian")}
+
+
+def names_of(text: str) -> list[str]:
+    """The technical names in ``text`` (:data:`NAME`), lower-cased, in order, each once."""
+    return list(dict.fromkeys((m.group(1) or m.group(2)).strip().lower() for m in NAME.finditer(text)
+                              if (m.group(1) or m.group(2)).strip()))
 
 
 def term_stems(text: str) -> set[str]:

@@ -9,7 +9,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from retrieval.coverage import CoverageCuts, coverage_assess
-from retrieval.terms import term_stems
+from retrieval.terms import names_of, term_stems
 
 CUTS = CoverageCuts(dense_min=0.3, terms_min=0.6, dense_high=1.01, dense_cross=0.7)
 WIDGET = "Add the widget to any page with one script tag. The data-theme attribute sets the dark theme."
@@ -52,6 +52,32 @@ def test_no_articles_or_another_language_and_the_strong_match_rule():
     strong = coverage_assess(message="Billing invoices", language="en", dense=0.99, articles=[WIDGET],
                              cuts=CUTS.model_copy(update={"dense_high": 0.95}))
     assert strong.covered and strong.rule == "dense_high"
+
+
+def test_technical_names_are_settings_commands_options_and_code():
+    assert names_of("What's the default vacuum_freeze_min_age?") == ["vacuum_freeze_min_age"]
+    assert names_of("With pg_dump, can I use --exclude-table-data and `VACUUM FULL`?") == [
+        "pg_dump", "--exclude-table-data", "vacuum full"]
+    assert names_of("Wi-Fi, the X-API-Key header, 8 kB, e-mail") == []
+
+
+def test_a_setting_no_article_names_is_not_covered_a_customer_s_own_name_does_not_count():
+    vacuum = ("VACUUM reclaims storage. FREEZE selects aggressive freezing of tuples; the autovacuum_freeze_max_age "
+              "setting sets the age at which a table is vacuumed to prevent wraparound, and "
+              "vacuum_multixact_freeze_min_age the age below which multixacts are kept.")
+    other = coverage_assess(message="What's the default vacuum_freeze_min_age?", language="en", dense=0.99,
+                            articles=[vacuum], cuts=CUTS.model_copy(update={"dense_high": 0.95}))
+    assert not other.covered and other.rule == "names" and other.names_missing == ["vacuum_freeze_min_age"]
+    named = coverage_assess(message="What's the default autovacuum_freeze_max_age?", language="en", dense=0.99,
+                            articles=[vacuum], cuts=CUTS.model_copy(update={"dense_high": 0.95}))
+    assert named.covered and named.names_missing == []
+    # The customer's own table: a word the articles never use; the question's other words decide.
+    own = coverage_assess(message="Does VACUUM FREEZE lock my table orders_archive?", language="en", dense=0.8,
+                          articles=[vacuum], cuts=CUTS)
+    assert own.names_missing == [] and own.rule == "terms"
+    across = coverage_assess(message="Какое значение vacuum_freeze_min_age по умолчанию?", language="ru", dense=0.9,
+                             articles=[vacuum], cuts=CUTS)
+    assert not across.covered and across.rule == "names"  # names compare in any language
 
 
 @pytest.mark.django_db
