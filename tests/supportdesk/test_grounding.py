@@ -163,8 +163,33 @@ def test_an_answer_whose_supported_sentences_answer_another_question_fails():
     assert grounding_fails(left, question=asked, language="en")
     answered = _ground("A table can have at most 1,600 columns [1].", a1=LIMITS)
     assert not grounding_fails(answered, question=asked, language="en")
-    # Words cannot be compared across languages: an English answer to a Russian question is not judged so.
-    assert not grounding_fails(answered, question="Сколько столбцов может быть в таблице?", language="ru")
+    # An answer with nothing in the customer's language is the articles' lines copied, not an answer to them.
+    assert grounding_fails(answered, question="Сколько столбцов может быть в таблице?", language="ru")
+    russian = _ground("В таблице может быть не больше 1,600 столбцов [1].", "ru", a1=LIMITS)
+    assert [s.status for s in russian.sentences] == ["unverified"]
+    assert not grounding_fails(russian, question="Сколько столбцов может быть в таблице?", language="ru")
+
+
+def test_an_answer_in_the_customer_s_language_is_told_by_its_words_not_its_setting_names():
+    wal = "max_wal_senders (integer): Specifies the maximum number of concurrent connections. The default is 10."
+    named = _ground("max_wal_senders по умолчанию равно 10 [1].", "ru", a1=wal)
+    assert not grounding_fails(named, question="Какое значение max_wal_senders по умолчанию?", language="ru")
+    bare = _ground("max_wal_senders = 10 [1].", "ru", a1=wal)  # no words at all: not counted against it
+    assert not grounding_fails(bare, question="Какое значение max_wal_senders по умолчанию?", language="ru")
+    copied = _ground("max_wal_senders (integer): Specifies the maximum number of concurrent connections [1].", "ru", a1=wal)
+    assert copied.sentences[0].status == "supported"
+    assert grounding_fails(copied, question="Какое значение max_wal_senders по умолчанию?", language="ru")
+
+
+def test_a_sentence_that_stops_where_its_value_should_stand_is_not_supported():
+    settings_page = "max_connections (integer): Determines the maximum number of concurrent connections. The default is 100."
+    empty = _ground("The default value for `max_connections` is [1]. The default value for max_connections is 100 [1].",
+                    a1=settings_page)
+    assert [s.status for s in empty.sentences] == ["unsupported", "supported"]
+    assert empty.text == "The default value for max_connections is 100 [1]."
+    russian = _ground("Значение max_connections по умолчанию составляет [1].", "ru",
+                      a1="max_connections: наибольшее число соединений. По умолчанию 100.")
+    assert russian.sentences[0].status == "unsupported"
 
 
 def test_a_question_echoed_back_states_nothing_and_the_answer_fails():
@@ -204,3 +229,18 @@ def test_the_quoted_line_says_more_than_the_question_not_the_article_title(setti
     search = KbResult(query="", texts={1: article}, sources=[KbSource(number=1, title="Password reset")])
     line, source = quote_best(question="How do I reset my password?", searches=[search])
     assert line.startswith("To reset your password") and source.number == 1
+
+
+def test_the_quoted_line_names_the_setting_the_question_asks_about(settings):
+    from supportdesk.pipeline.answer.kb import KbResult, KbSource
+    from supportdesk.pipeline.answer.trust import quote_best
+
+    settings.ANSWER_GROUNDING_QUOTE = True
+    article = ("Automatic Vacuuming\nautovacuum_multixact_freeze_max_age (integer): the maximum age a table can reach "
+               "before a VACUUM operation is forced; the default freeze age is 400 million multixacts.")
+    search = KbResult(query="", texts={1: article}, sources=[KbSource(number=1, title="Automatic Vacuuming")])
+    assert quote_best(question="What is the default vacuum_freeze_min_age?", searches=[search]) is None
+    line, _ = quote_best(question="What is the default autovacuum_multixact_freeze_max_age?", searches=[search])
+    assert line.startswith("autovacuum_multixact_freeze_max_age")
+    # Without a name in the question, the same line may answer its words.
+    assert quote_best(question="What is the default freeze age before a vacuum is forced?", searches=[search]) is not None

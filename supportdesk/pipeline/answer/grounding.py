@@ -20,7 +20,8 @@ A sentence is *supported* by an article when
 Words cannot be compared across languages: a sentence in another language than every
 article is *unverified*, kept as written and left out of the supported share (its values must
 still be in a cited article). Sentences without content terms ("Hope this helps!") and questions
-(a model that echoes the customer's question has not answered it) are *neutral*. A citation stays only on a sentence its article supports; an unsupported sentence
+(a model that echoes the customer's question has not answered it) are *neutral*; a sentence that stops
+where its value should stand ("The default is [1].") is *unsupported*. A citation stays only on a sentence its article supports; an unsupported sentence
 is dropped; a supported sentence that cites nothing, or cites the wrong article, gets the
 number of the article that supports it best.
 """
@@ -41,6 +42,10 @@ SENTENCE_END = re.compile(r"(?<=[.!?…])\s+(?=[^\s\[])")
 LIST_MARK = re.compile(r"^\s*(?:[-*•]|\d{1,2}[.)])\s+")
 QUOTE_MARK = re.compile(r"^\s*>\s?")  # a line quoted from an article (ANSWER_QUOTE_FIRST): one sentence, its own block
 QUESTION_END = re.compile(r"\?[\s\"»”)]*$")  # a sentence that asks (the customer's question echoed back)
+# A sentence that stops where its value should stand: "The default value for max_connections is [1]." (the
+# citation taken off, nothing is left after "is"). It states nothing, whatever words it shares with an article.
+VALUE_LEFT_OUT = re.compile(r"(?:\b(?:is|are|was|were|be|equals|of|to|at|by|the|a|an)|\s(?:составляет|равно|равен|равна"
+                            r"|равняется|—))$", re.IGNORECASE)
 NUMBER = re.compile(r"(?<![\w.])[-+]?\d[\d,.\u00a0\u202f ]*\d(?![\w])|(?<![\w.])\d(?![\w])")
 UNIT = re.compile(r"\s*(%|[a-zA-Zа-яА-ЯёЁ]{1,12})")
 CODE = re.compile(r"`([^`]{1,80})`")
@@ -106,6 +111,12 @@ def values_of(text: str) -> list[str]:
               if m.group(1).lower() not in UNIT_WORDS and not PROSE_COMPOUND.fullmatch(m.group(1))
               and not ACRONYM.fullmatch(m.group(1))]
     return list(dict.fromkeys(v for v in found if v))
+
+
+def prose_of(text: str) -> str:
+    """The text without its values (numbers, code, settings, flags): the words its language is told by
+    ("max_worker_processes по умолчанию равно 8" is Russian)."""
+    return IDENTIFIER.sub(" ", NUMBER.sub(" ", CODE.sub(" ", text)))
 
 
 def _units(text: str) -> list[tuple[str, str]]:
@@ -241,6 +252,8 @@ def _sentence_ground(sentence: str, cited: list[int], articles: dict[int, _Artic
     values = values_of(sentence)
     if (not stems and not values) or QUESTION_END.search(sentence):  # a question asks; it states nothing
         return SentenceGrounding(text=sentence, status="neutral", cited=cited)
+    if VALUE_LEFT_OUT.search(sentence.rstrip(" .!…")):  # "The default value for max_connections is."
+        return SentenceGrounding(text=sentence, status="unsupported", cited=cited, values=values)
     if not values and stems & unheld and stems <= asked:  # only the question's words, one no article holds
         return SentenceGrounding(text=sentence, status="unsupported", cited=cited)
     sentence_language = language_detect(sentence, default=language)

@@ -14,7 +14,7 @@ from django.conf import settings
 
 from retrieval.coverage import Coverage, coverage_assess
 from retrieval.language import language_detect
-from retrieval.terms import term_stems
+from retrieval.terms import names_of, term_stems
 from sgr.models import PlanRecord
 from sgr.records import plan_record_outputs_save
 from sgr.render import outputs_render
@@ -23,7 +23,7 @@ from sgr.schema import Plan
 from sgr.strings import ui_string
 from supportdesk.models import Turn
 from supportdesk.pipeline.answer.final import FinalAnswer
-from supportdesk.pipeline.answer.grounding import Grounding, answer_ground
+from supportdesk.pipeline.answer.grounding import Grounding, answer_ground, prose_of
 from supportdesk.pipeline.answer.kb import KbResult, KbSource
 from supportdesk.pipeline.plan import verdict_read
 
@@ -53,16 +53,21 @@ def answer_grounding(*, text: str, searches: list[KbResult], language: str, ques
 
 def grounding_fails(grounding: Grounding, *, question: str, language: str) -> bool:
     """Too little of the answer is supported to show it, nothing in it states anything (questions and
-    sentences without content words only), or what is supported answers another question: no
+    sentences without content words only), nothing is said in the customer's language (an English page's lines
+    copied for a Russian question), or what is supported answers another question: no
     supported sentence shares a content word with the customer's (an article copied whole, "This is in the
     article [1]" after its wrong value was dropped). Sentences in another language than the question's are
     not compared (words cannot be)."""
     share = grounding.supported_share
     if not grounding.text.strip() or (share is not None and share < settings.ANSWER_GROUNDING_MIN_SHARE):
         return True
-    if not any(s.status in ("supported", "unverified") for s in grounding.sentences):
+    stating = [s for s in grounding.sentences if s.status in ("supported", "unverified")]
+    if not stating:
         return True  # nothing that states anything: "Hope this helps!", the question asked back
     asked, language = term_stems(question), language_detect(question, default=language)
+    prose = [text for text in (prose_of(s.text) for s in stating) if term_stems(text)]  # "shared_buffers = 128MB": none
+    if prose and not any(language_detect(text, default=language) == language for text in prose):
+        return True  # the articles' lines copied in their language, no sentence in the customer's
     supported = [term_stems(s.text) for s in grounding.sentences
                  if s.status == "supported" and language_detect(s.text, default=language) == language]
     return len(asked) >= TOPIC_MIN_TERMS and bool(supported) and not any(asked & stems for stems in supported)
@@ -71,8 +76,10 @@ def grounding_fails(grounding: Grounding, *, question: str, language: str) -> bo
 def quote_best(*, question: str, searches: list[KbResult]) -> tuple[str, KbSource] | None:
     """The article line that answers the question most clearly (at least ``ANSWER_GROUNDING_QUOTE_MIN`` of
     its content words, and two or more of them), with its source; ``None`` when no line does. A line with
-    no word beyond the question's (the article's title or a heading: "Password reset") answers nothing."""
-    asked = term_stems(question)
+    no word beyond the question's (the article's title or a heading: "Password reset") answers nothing; nor
+    does one without the technical name the question asks about (``retrieval.terms.names_of``: the line on
+    ``autovacuum_multixact_freeze_max_age`` for "the default vacuum_freeze_min_age")."""
+    asked, names = term_stems(question), names_of(question)
     if len(asked) < QUOTE_MIN_TERMS or not settings.ANSWER_GROUNDING_QUOTE:
         return None
     sources = {source.number: source for s in searches for source in s.sources}
@@ -84,7 +91,8 @@ def quote_best(*, question: str, searches: list[KbResult]) -> tuple[str, KbSourc
                 shared = asked & stems
                 share = len(shared) / len(asked)
                 if len(shared) >= QUOTE_MIN_TERMS and share >= settings.ANSWER_GROUNDING_QUOTE_MIN and number in sources \
-                        and stems - asked and (best is None or share > best[0]):
+                        and stems - asked and (not names or any(n in line.lower() for n in names)) \
+                        and (best is None or share > best[0]):
                     best = (share, line.strip(" -"), sources[number])
     return None if best is None else (best[1], best[2])
 
