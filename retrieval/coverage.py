@@ -24,7 +24,8 @@ prints them for a knowledge base and a labelled question set.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+from collections.abc import Callable, Iterable
 
 from django.conf import settings
 from pydantic import BaseModel, Field
@@ -77,18 +78,19 @@ def coverage_measure(*, message: str, language: str, dense: float | None, articl
     texts = [text for text in articles if text.strip()]
     if not texts:
         return Coverage(covered=False, rule="no_articles", dense=dense)
-    names_missing = _names_missing(names_of(message), texts)
+    stems_of = functools.cache(term_stems)  # an article's stems, computed once for the names and the words
+    names_missing = _names_missing(names_of(message), texts, stems_of)
     same = [text for text in texts if language_detect(text, default=language) == language]
     asked = term_stems(message)
     if not same or language_detect(texts[0], default=language) != language or len(asked) < MIN_TERMS:
         return Coverage(covered=False, rule="dense_only", dense=dense, names_missing=names_missing)
-    found = set().union(*(term_stems(text) for text in same))
+    found = set().union(*(stems_of(text) for text in same))
     missing = sorted({w.strip(".,;:!?()\"'«»") for w in message.split() if term_stems(w) and term_stems(w) <= asked - found})
     return Coverage(covered=False, rule="terms", dense=dense, terms=round(len(asked & found) / len(asked), 3),
                     missing=missing, names_missing=names_missing)
 
 
-def _names_missing(names: list[str], texts: list[str]) -> list[str]:
+def _names_missing(names: list[str], texts: list[str], stems_of: Callable[[str], set[str]]) -> list[str]:
     """The ``names`` no text holds whole, among those made of the texts' own words: a name of the knowledge
     base's kind ("vacuum_freeze_min_age" where the articles speak of vacuum, freeze and age) that none of them
     names is another setting than theirs; a name with a word they never use is the customer's own (their
@@ -99,7 +101,7 @@ def _names_missing(names: list[str], texts: list[str]) -> list[str]:
     absent = [name for name in names if not any(name in text for text in lowered)]
     if not absent:
         return []
-    vocabulary = set().union(*(term_stems(text) for text in texts))
+    vocabulary = set().union(*(stems_of(text) for text in texts))
     parts = {name: term_stems(name.replace("_", " ")) for name in absent}
     return [name for name in absent if parts[name] and parts[name] <= vocabulary]
 
