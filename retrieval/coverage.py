@@ -12,11 +12,17 @@ Two signals, both computed without a model:
 A technical name the message asks about (a setting, a command, an option: ``retrieval.terms.names_of``)
 made of the articles' own words must stand in one of them, whatever the signals say: "the default vacuum_freeze_min_age" shares
 every word with the neighbouring ``autovacuum_multixact_freeze_max_age``, and an article that never names
-the setting cannot say its default. Names are compared whole, in any language.
+the setting cannot say its default. So must a name of the articles' own family (its first part, before an
+underscore, begins two or more names they hold): "pg_upgrade" where they name pg_dump and pg_restore is
+another of the product's tools. Names are compared whole, in any language.
 
 Words cannot be compared across languages, so for a message whose language differs from
 the best article's, or one with fewer than two content words, the decision rests on ``dense``
-alone, with its own cut point (``dense_cross``). ``articles`` are in rank order, each with its
+alone, with its own cut point (``dense_cross``), unless the plan's sub-queries say the request in the
+best article's language (``translations``: a small planner often writes "default port postgresql" for a
+Russian question over an English manual): those are then checked as the message would be, with their own
+relevance, and cover the request when they pass the very close match or the words rule (rule
+``translated``). ``articles`` are in rank order, each with its
 title and headings (a question often names what only the title says).
 The cut points are settings (``ANSWER_COVERAGE_*``); ``manage.py calibrate_coverage``
 prints them for a knowledge base and a labelled question set.
@@ -25,7 +31,7 @@ prints them for a knowledge base and a labelled question set.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from django.conf import settings
 from pydantic import BaseModel, Field
@@ -33,7 +39,7 @@ from pydantic import BaseModel, Field
 from retrieval.language import language_detect
 from retrieval.terms import names_of, term_stems
 
-CoverageRule = str  # "no_articles" | "names" | "dense_high" | "terms" | "dense_only"
+CoverageRule = str  # "no_articles" | "names" | "dense_high" | "terms" | "dense_only" | "translated"
 MIN_TERMS = 2  # fewer content words (a short follow-up: "and the login?") say too little: the dense signal decides
 
 
@@ -67,10 +73,35 @@ class Coverage(BaseModel):
 
 
 def coverage_assess(*, message: str, language: str, dense: float | None, articles: Iterable[str],
-                    cuts: CoverageCuts | None = None) -> Coverage:
-    """Whether ``articles`` (the texts the answer would be written from) cover ``message``."""
-    return coverage_decide(coverage_measure(message=message, language=language, dense=dense, articles=articles),
-                           cuts or CoverageCuts.from_settings())
+                    translations: Sequence[tuple[str, float]] = (), cuts: CoverageCuts | None = None) -> Coverage:
+    """Whether ``articles`` (the texts the answer would be written from) cover ``message``; ``translations``:
+    the plan's sub-queries, each with its best match's relevance."""
+    cuts = cuts or CoverageCuts.from_settings()
+    texts = [text for text in articles if text.strip()]
+    decided = coverage_decide(coverage_measure(message=message, language=language, dense=dense, articles=texts), cuts)
+    if decided.covered or decided.rule != "dense_only" or not translations:
+        return decided
+    return _translated(decided, language=language, texts=texts, translations=translations, cuts=cuts) or decided
+
+
+def _translated(decided: Coverage, *, language: str, texts: list[str], translations: Sequence[tuple[str, float]],
+                cuts: CoverageCuts) -> Coverage | None:
+    """The request covered through the sub-queries in the best article's language, or ``None``. The names
+    checked are the message's own (a planner adds its own, "default_value"); a sub-query with too few words to
+    compare is not enough."""
+    target = language_detect(texts[0], default=language)
+    picked = [(query, score) for query, score in translations
+              if query.strip() and language_detect(query, default=language) == target]
+    if target == language or not picked:
+        return None
+    measured = coverage_measure(message=" ".join(query for query, _ in picked), language=target,
+                                dense=max(score for _, score in picked), articles=texts)
+    if measured.rule != "terms":
+        return None
+    checked = coverage_decide(measured.model_copy(update={"names_missing": decided.names_missing}), cuts)
+    if not checked.covered:
+        return None
+    return checked.model_copy(update={"rule": "translated", "dense": decided.dense, "missing": decided.missing})
 
 
 def coverage_measure(*, message: str, language: str, dense: float | None, articles: Iterable[str]) -> Coverage:
@@ -91,10 +122,11 @@ def coverage_measure(*, message: str, language: str, dense: float | None, articl
 
 
 def _names_missing(names: list[str], texts: list[str], stems_of: Callable[[str], set[str]]) -> list[str]:
-    """The ``names`` no text holds whole, among those made of the texts' own words: a name of the knowledge
-    base's kind ("vacuum_freeze_min_age" where the articles speak of vacuum, freeze and age) that none of them
-    names is another setting than theirs; a name with a word they never use is the customer's own (their
-    role "app_user", their table "orders_2024") and says nothing about coverage."""
+    """The ``names`` no text holds whole, among those made of the texts' own words or of their names' family: a
+    name of the knowledge base's kind ("vacuum_freeze_min_age" where the articles speak of vacuum, freeze and
+    age; "pg_upgrade" where they name pg_dump and pg_restore) that none of them names is another setting or
+    tool than theirs; a name with a word they never use is the customer's own (their role "app_user", their
+    table "orders_2024") and says nothing about coverage."""
     if not names:
         return []
     lowered = [text.lower() for text in texts]
@@ -103,7 +135,21 @@ def _names_missing(names: list[str], texts: list[str], stems_of: Callable[[str],
         return []
     vocabulary = set().union(*(stems_of(text) for text in texts))
     parts = {name: term_stems(name.replace("_", " ")) for name in absent}
-    return [name for name in absent if parts[name] and parts[name] <= vocabulary]
+    families = _name_families(texts) if any(_head(name) for name in absent) else set()
+    return [name for name in absent if (parts[name] and parts[name] <= vocabulary) or _head(name) in families]
+
+
+def _head(name: str) -> str:
+    """A name's first part when it has more ("pg" of "pg_upgrade"); "" for a name of one part."""
+    head, _, rest = name.partition("_")
+    return head if rest and head.isalpha() else ""
+
+
+def _name_families(texts: list[str]) -> set[str]:
+    """The first parts that begin two or more of the names the texts hold."""
+    names = {name for text in texts for name in names_of(text)}
+    heads = [_head(name) for name in names]
+    return {head for head in heads if head and heads.count(head) >= 2}
 
 
 def coverage_decide(measured: Coverage, cuts: CoverageCuts) -> Coverage:

@@ -141,6 +141,8 @@ class KBSearchResult(BaseModel):
     # Every article the queries found, before the focus and the budget cut the model's share: whether the
     # knowledge base covers a request is a question about it, not about the two articles a small model gets.
     found_texts: list[str] = Field(default_factory=list, exclude=True)
+    # Each query's own best relevance (``retrieval.search.articles_search_scored``), by the stripped query.
+    query_relevance: dict[str, float] = Field(default_factory=dict, exclude=True)
 
 
 class IngestOutcome(BaseModel):

@@ -30,6 +30,7 @@ from django.conf import settings
 from django.db import connection
 from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 
+from retrieval.confidence import relevance
 from retrieval.embedders import embedder_get
 from retrieval.language import language_detect, ts_config_for
 from retrieval.rerank import RerankError, rerank_client
@@ -509,13 +510,23 @@ def articles_search(queries: list[str], *, k: int, filters: SearchFilters | None
     Each query contributes its hits; when two queries find the same document the
     article keeps the better-scoring best chunk and the union of found chunks.
     """
+    return articles_search_scored(queries, k=k, filters=filters, language=language, mode=mode)[0]
+
+
+def articles_search_scored(queries: list[str], *, k: int, filters: SearchFilters | None = None,
+                           language: str | None = None, mode: SearchMode = "hybrid",
+                           ) -> tuple[list[Article], dict[str, float]]:
+    """:func:`articles_search`, and each query's own relevance (its closest chunk's, calibrated; by the
+    stripped query): whether one sub-query found the knowledge base's topic, which the merged list hides."""
     by_document: dict[int, Article] = {}
+    relevances: dict[str, float] = {}
     unique = list(dict.fromkeys(q.strip() for q in queries if q.strip()))
     # One embedding call for all the queries (a turn's sub-queries): one batch, not one call each.
     vectors = embedder_get().embed_queries(unique) if mode != "text" and len(unique) > 1 else None
     for index, query in enumerate(unique):
         hits = chunk_search_hybrid(query, k=k * 3, filters=filters, mode=mode, language=language,
                                    query_vector=None if vectors is None else vectors[index])
+        relevances[query] = max((relevance(hit.vector_score) for hit in hits), default=0.0)
         for article in articles_group(hits):
             current = by_document.get(article.document_id)
             if current is None:
@@ -525,4 +536,4 @@ def articles_search(queries: list[str], *, k: int, filters: SearchFilters | None
             best = article.best if article.score > current.score else current.best
             by_document[article.document_id] = current.model_copy(update={
                 "best": best, "chunks": sorted(chunks.values(), key=lambda h: h.position)})
-    return sorted(by_document.values(), key=lambda a: -a.score)[:k]
+    return sorted(by_document.values(), key=lambda a: -a.score)[:k], relevances

@@ -13,7 +13,7 @@ from retrieval.context import context_fit_budget, context_render, sources_for
 from retrieval.language import language_detect
 from retrieval.models import QueryTrace
 from retrieval.schemas import Article, KBSearchInput, KBSearchResult, SearchFilters
-from retrieval.search import articles_search
+from retrieval.search import articles_search_scored
 
 logger = logging.getLogger(__name__)
 
@@ -57,12 +57,12 @@ def search_kb(query: str | list[str], *, turn_id: int | None = None, language: s
     already = {} if first else _turn_numbers(turn_id, after=numbered_after)
     error = ""
     try:
-        articles = articles_search(queries, k=k, filters=filters, language=language)
+        articles, relevances = articles_search_scored(queries, k=k, filters=filters, language=language)
     except (db.OperationalError, db.InterfaceError):
         raise  # the platform's own database out of reach: the caller's stage is retried, nothing is recorded
     except Exception as exc:  # a failing tool must not fail the answer
         logger.exception("search_kb failed")
-        articles, error = [], f"{type(exc).__name__}: {exc}"
+        articles, relevances, error = [], {}, f"{type(exc).__name__}: {exc}"
     fresh = [a for a in articles if a.document_id not in already]
     if focus and fresh and relevance(fresh[0].best.vector_score) >= settings.RETRIEVAL_CONFIDENCE_THRESHOLD:
         fresh = fresh[:focus]
@@ -80,7 +80,7 @@ def search_kb(query: str | list[str], *, turn_id: int | None = None, language: s
     return KBSearchResult(trace_id=trace.pk, queries=queries, articles=context_articles,
                           sources=sources_for(context_articles), confidence=confidence, budget=budget,
                           context=context_render(context_articles), error=error,
-                          found_texts=[article.read_text for article in articles])
+                          found_texts=[article.read_text for article in articles], query_relevance=relevances)
 
 
 def _trace_row(article: Article, number: int | None) -> dict[str, object]:

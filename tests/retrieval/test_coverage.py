@@ -80,6 +80,44 @@ def test_a_setting_no_article_names_is_not_covered_a_customer_s_own_name_does_no
     assert not across.covered and across.rule == "names"  # names compare in any language
 
 
+def test_a_tool_of_the_articles_name_family_that_none_of_them_names_is_not_covered():
+    backup = ("pg_dump writes a database to a script or an archive; pg_restore loads an archive. "
+              "pg_ctl starts and stops the server.")
+    cuts = CUTS.model_copy(update={"dense_high": 0.95})
+    other = coverage_assess(message="How do I move a cluster to version 15 with pg_upgrade?", language="en",
+                            dense=0.99, articles=[backup], cuts=cuts)
+    assert not other.covered and other.rule == "names" and other.names_missing == ["pg_upgrade"]
+    named = coverage_assess(message="Can pg_restore load a pg_dump archive?", language="en", dense=0.99,
+                            articles=[backup], cuts=cuts)
+    assert named.covered and named.names_missing == []
+    # One name with that first part is no family: the customer's "pg_orders" table next to an article naming
+    # pg_dump alone says nothing about coverage.
+    single = coverage_assess(message="Does pg_dump lock my table pg_orders?", language="en", dense=0.99,
+                             articles=["pg_dump writes a database to a script; it does not lock the tables."],
+                             cuts=cuts)
+    assert single.covered and single.names_missing == []
+
+
+def test_sub_queries_in_the_articles_language_stand_for_a_message_in_another():
+    port = "port (integer): the TCP port the server listens on; 5432 by default."
+    message = "Какой порт PostgreSQL слушает по умолчанию?"
+    alone = coverage_assess(message=message, language="ru", dense=0.13, articles=[port], cuts=CUTS)
+    assert not alone.covered and alone.rule == "dense_only"
+    through = coverage_assess(message=message, language="ru", dense=0.13, articles=[port], cuts=CUTS,
+                              translations=[(message, 0.13), ("default server port", 0.9)])
+    assert through.covered and through.rule == "translated" and through.dense == 0.13  # the message's own figure
+    # Sub-queries whose words the articles do not hold, too far, too short, or in the message's language: not enough.
+    for translations in ([("port for logical replication slots", 0.9)], [("default server port", 0.2)],
+                         [("port", 0.99)], [("порт по умолчанию", 0.99)]):
+        refused = coverage_assess(message=message, language="ru", dense=0.13, articles=[port], cuts=CUTS,
+                                  translations=translations)
+        assert not refused.covered and refused.rule == "dense_only", translations
+    # A message whose own check decides is not looked at again.
+    english = coverage_assess(message="My invoices page shows error 500 since yesterday", language="en", dense=0.8,
+                              articles=[WIDGET], cuts=CUTS, translations=[("widget script tag page", 0.99)])
+    assert not english.covered and english.rule == "terms"
+
+
 @pytest.mark.django_db
 def test_calibrate_coverage_prints_cut_points_fitted_apart_from_the_held_out_part(tmp_path, settings):
     from retrieval.ingestion import kb_ingest_paths

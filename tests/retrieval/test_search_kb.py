@@ -46,6 +46,16 @@ def test_search_kb_returns_numbered_context_and_records_a_trace(stub_embedder, w
     assert trace.budget["trimmed"] is False and trace.budget["budget_tokens"] > 0
 
 
+def test_each_query_of_a_batch_carries_its_own_best_relevance(stub_embedder, write_files):
+    kb_ingest_paths(paths=[str(write_files(DOCS))])
+    result = search_kb(["refunds payment method", "  express delivery  "])
+    assert set(result.query_relevance) == {"refunds payment method", "express delivery"}
+    values = list(result.query_relevance.values())
+    assert all(0.0 <= value <= 1.0 for value in values) and values[0] != values[1]  # each its own
+    assert round(max(values), 4) == result.confidence.top_score  # the merged list's best is one of them
+    assert "query_relevance" not in result.model_dump()  # not part of what the model or the trace gets
+
+
 def test_every_call_is_traced_even_with_no_results(stub_embedder):
     result = search_kb("anything at all")
     assert result.articles == [] and result.confidence.likely_relevant is False

@@ -212,7 +212,7 @@ def test_a_knowledge_base_that_is_down_reaches_the_answer_as_a_limitation(llm, m
     def down(*args, **kwargs):
         raise ConnectionError("embedder unreachable")
 
-    monkeypatch.setattr("retrieval.tool.articles_search", down)
+    monkeypatch.setattr("retrieval.tool.articles_search_scored", down)
     turn = _answer(llm, _search("reset password"), Reply(content="I could not look it up."))
     limitations = turn.answer_result["limitations"]
     assert any("unavailable" in item for item in limitations), limitations

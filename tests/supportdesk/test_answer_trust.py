@@ -254,6 +254,23 @@ def test_coverage_reads_every_article_found_not_only_the_ones_the_model_is_given
     assert coverage["covered"] is True and coverage["missing"] == ["long"]  # ... the check, both: "delivery" found
 
 
+def test_a_question_over_articles_in_another_language_is_covered_through_its_sub_queries(trust):
+    # The articles are English, the question Russian: words cannot be compared, and the dense signal alone
+    # never covers here (DENSE_CROSS is off). The planner's English sub-query, its verdict label left out, can.
+    question = "Сколько минут действует ссылка для сброса пароля?"
+    turn = _run(trust, question, Reply(content="Ссылка действует 30 минут [1]."), language="ru",
+                subqueries=["how long the reset link stays valid - our product"])
+    assert len(trust.chat_requests()) == 1
+    assert PlanRecord.objects.get(turn=turn).final_action == "normal"
+    assert turn.answer_result["coverage"]["rule"] == "translated" and turn.answer_result["coverage"]["covered"]
+    # A sub-query that repeats a worked example of the planning prompt is not the customer's: its words
+    # (two of three in the password article) do not count.
+    echo = _run(trust, "Как поменять почту в профиле?", language="ru",
+                subqueries=["password reset email - our product"])
+    assert trust.chat_requests() == [] and PlanRecord.objects.get(turn=echo).final_action == "no_answer"
+    assert echo.answer_result["coverage"]["rule"] == "dense_only"
+
+
 def test_an_answer_that_affirms_the_question_with_a_word_no_article_holds_is_retracted(trust):
     turn = _run(trust, "Does the password reset page send a webhook?",
                 Reply(content="Yes, the password reset page sends a webhook [1]."))

@@ -57,6 +57,8 @@ class KbResult(BaseModel):
     texts: dict[int, str] = Field(default_factory=dict, exclude=True)
     # Every article the search found, read in full (retrieval's ``found_texts``): the coverage check's words.
     found_texts: list[str] = Field(default_factory=list, exclude=True)
+    # Each query's own best relevance, by the stripped query (the coverage check's sub-queries).
+    query_relevance: dict[str, float] = Field(default_factory=dict, exclude=True)
 
 
 def kb_tool() -> dict[str, Any]:
@@ -106,6 +108,7 @@ def kb_search(*, query: str | list[str], turn_id: int, language: str, numbered_a
         error=result.error,  # retrieval's own failures come back as an empty result with the reason
         texts=texts,
         found_texts=result.found_texts,
+        query_relevance=result.query_relevance,
     )
 
 

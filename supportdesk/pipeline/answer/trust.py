@@ -15,11 +15,12 @@ from django.conf import settings
 from retrieval.coverage import Coverage, coverage_assess
 from retrieval.language import language_detect
 from retrieval.terms import names_of, term_stems
+from sgr.intent import intent_echoes_example
 from sgr.models import PlanRecord
 from sgr.records import plan_record_outputs_save
 from sgr.render import outputs_render
 from sgr.routing import RoutingDecision, coverage_route
-from sgr.schema import Plan
+from sgr.schema import VERDICT_LABEL, Plan
 from sgr.strings import ui_string
 from supportdesk.models import Turn
 from supportdesk.pipeline.answer.final import FinalAnswer
@@ -37,8 +38,22 @@ def answer_coverage(*, turn: Turn, record: PlanRecord | None, prefetched: KbResu
     if not settings.ANSWER_COVERAGE or prefetched is None or prefetched.error:
         return None
     dense = record.kb_relevance if record is not None and record.kb_relevance is not None else prefetched.confidence
-    return coverage_assess(message=turn.user_message.text, language=turn.language, dense=dense,
-                           articles=prefetched.found_texts or prefetched.texts.values())
+    message = turn.user_message.text
+    return coverage_assess(message=message, language=turn.language, dense=dense,
+                           articles=prefetched.found_texts or prefetched.texts.values(),
+                           translations=subquery_translations(prefetched, message=message))
+
+
+def subquery_translations(prefetched: KbResult, *, message: str) -> list[tuple[str, float]]:
+    """The searched sub-queries as the coverage check may read them for the message, each with its own
+    relevance: the planner's verdict label ("default port - our product") left out, and a sub-query that
+    repeats a worked example of the planning prompt ("account email") dropped: it is not the customer's."""
+    out = []
+    for query in prefetched.queries:
+        topic = VERDICT_LABEL.sub("", query).strip()
+        if topic and not intent_echoes_example(intent=topic, message=message):
+            out.append((topic, prefetched.query_relevance.get(query.strip(), 0.0)))
+    return out
 
 
 def answer_grounding(*, text: str, searches: list[KbResult], language: str, question: str = "") -> Grounding | None:
