@@ -51,7 +51,8 @@ def _test_database_released(django_db_setup: None, django_db_blocker: Any) -> It
 
     (Consumers borrow pooled connections in other threads and workers keep theirs;
     Django's teardown only closes the main thread's connection. PostgreSQL's DROP
-    DATABASE waits a few seconds for terminated sessions to go.)
+    DATABASE waits a few seconds for terminated sessions to go.) Only a test database's: a run pointed
+    at a live one must never end the sessions of the stack serving it.
     """
     yield
     from django.db import connection, connections
@@ -59,7 +60,7 @@ def _test_database_released(django_db_setup: None, django_db_blocker: Any) -> It
     with django_db_blocker.unblock(), connection.cursor() as cursor:
         cursor.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            "WHERE datname = current_database() AND current_database() LIKE 'test\\_%%' AND pid <> pg_backend_pid()"
         )
     for each in connections.all():
         each.close()
