@@ -46,14 +46,21 @@ def answer_coverage(*, turn: Turn, record: PlanRecord | None, prefetched: KbResu
 
 def subquery_translations(prefetched: KbResult, *, message: str) -> list[tuple[str, float]]:
     """The searched sub-queries as the coverage check may read them for the message, each with its own
-    relevance: the planner's verdict label ("default port - our product") left out, and a sub-query that
-    repeats a worked example of the planning prompt ("account email") dropped: it is not the customer's."""
-    out = []
-    for query in prefetched.queries:
+    relevance (see :func:`query_topics`)."""
+    return [(topic, prefetched.query_relevance.get(query.strip(), 0.0))
+            for query, topic in query_topics(prefetched.queries, message=message)]
+
+
+def query_topics(queries: list[str], *, message: str) -> list[tuple[str, str]]:
+    """Each searched query with what it asks about: the planner's verdict label ("default port - our product")
+    left out; a sub-query that repeats a worked example of the planning prompt ("account email") dropped, as
+    it is not the customer's; a topic once."""
+    out: dict[str, str] = {}
+    for query in queries:
         topic = VERDICT_LABEL.sub("", query).strip()
-        if topic and not intent_echoes_example(intent=topic, message=message):
-            out.append((topic, prefetched.query_relevance.get(query.strip(), 0.0)))
-    return out
+        if topic and topic.lower() not in out and not intent_echoes_example(intent=topic, message=message):
+            out[topic.lower()] = query
+    return [(query, VERDICT_LABEL.sub("", query).strip()) for query in out.values()]
 
 
 def answer_grounding(*, text: str, searches: list[KbResult], language: str, question: str = "") -> Grounding | None:
@@ -121,9 +128,10 @@ def no_answer_reply(*, turn: Turn, record: PlanRecord | None, covered: bool, gro
     """Re-route the turn to ``no_answer`` on its plan record (rule ``kb_not_covered`` or
     ``answer_not_grounded``) and render the reply from the ``no_answer`` template."""
     plan = Plan.model_validate(record.plan) if record is not None and record.plan else None
+    searched = [topic for _, topic in query_topics(queries, message=turn.user_message.text)]  # the customer reads it
     outputs = outputs_render(plan=plan, action="no_answer", verdict=verdict_read(turn.guard_result),
                              language=turn.language, kb_relevance=record.kb_relevance if record else None,
-                             searched=queries)
+                             searched=searched)
     if record is not None and record.final_action:
         decision = RoutingDecision(model_action=record.model_action or "normal", final_action=record.final_action,
                                    rule=record.routing_rule, overridden=record.action_overridden)
