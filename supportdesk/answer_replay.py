@@ -15,10 +15,12 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from sgr.models import PlanRecord
 from supportdesk.models import Turn
 from supportdesk.pipeline.answer.grounding import CITATION
 from supportdesk.pipeline.answer.kb import KbResult, KbSource
-from supportdesk.pipeline.answer.trust import answer_grounding, grounding_fails, quote_answer, quote_best
+from supportdesk.pipeline.answer.trust import (
+    answer_grounding, grounding_fails, query_topics, quote_answer, quote_best)
 
 
 class Replayed(BaseModel):
@@ -67,7 +69,11 @@ def answer_replay(turn: Turn) -> Replayed | None:
     documents = {source.number: source.document_id for source in search.sources}
     text = grounding.text
     if grounding_fails(grounding, question=question, language=language):
-        quoted = quote_best(question=question, searches=[search])
+        record = PlanRecord.objects.filter(turn=turn).only("plan").first()
+        subqueries = (record.plan or {}).get("subqueries") or [] if record is not None else []
+        queries = [question, *subqueries]  # as the answer stage searched them
+        quoted = quote_best(question=question, searches=[search],
+                            topics=[topic for _, topic in query_topics(queries, message=question)])
         if quoted is None:
             return Replayed(text="", retracted=True)
         text = quote_answer(line=quoted[0], source=quoted[1], language=language)

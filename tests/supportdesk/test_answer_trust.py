@@ -211,6 +211,22 @@ def test_a_line_that_answers_the_question_is_quoted_instead_of_an_unsupported_pa
     assert PlanRecord.objects.get(turn=turn).final_action == "normal"
 
 
+def test_a_question_in_another_language_than_every_article_is_quoted_through_its_sub_queries(trust):
+    # The Russian question's words find no English line; the planner's English sub-query does. The model's
+    # own figure (45) is in no article: its answer is retracted and the line that answers is quoted.
+    turn = _run(trust, "Сколько минут действует ссылка для сброса пароля?",
+                Reply(content="Ссылка для сброса действует 45 минут [1]."), language="ru",
+                subqueries=["reset link valid minutes - our product"])
+    answer = _event(turn, "answer")
+    assert answer["quoted"] is True and answer["text"].startswith("Из статьи \u00abPassword reset\u00bb:")
+    assert "valid for 30 minutes" in answer["text"] and "45" not in answer["text"]
+    # With a Russian sub-query nothing compares the question with the English pages: no_answer, no answer call.
+    plain = _run(trust, "Сколько минут действует ссылка для сброса пароля?",
+                 Reply(content="Ссылка для сброса действует 45 минут [1]."), language="ru",
+                 subqueries=["ссылка для сброса пароля"])
+    assert _event(plain, "answer")["no_answer"] is True and plain.answer_result["coverage"]["rule"] == "dense_only"
+
+
 def test_an_intent_line_that_does_not_share_a_word_with_the_message_is_not_shown(trust):
     echoed = _run(trust, "What did the 2008 delivery agreement with Kenya establish?", Reply(content="x"),
                   intent="changing the account email")

@@ -20,7 +20,7 @@ from supportdesk.pipeline.answer.kb import AttemptSearch, KbResult
 from supportdesk.markup import answer_html
 from supportdesk.pipeline.answer.prefetch import plan_prefetch, prefetch_messages
 from supportdesk.pipeline.answer.trust import (
-    answer_coverage, answer_grounding, grounding_fails, no_answer_reply, quote_answer, quote_best)
+    answer_coverage, answer_grounding, grounding_fails, no_answer_reply, query_topics, quote_answer, quote_best)
 from supportdesk.events import turn_event_emit
 from supportdesk.handoff import WITH_PERSON, handoff_if_failing
 from supportdesk.llm import llm_client
@@ -166,7 +166,9 @@ def answer_replace(*, turn: Turn, record: PlanRecord | None, searches: list[KbRe
     """An answer too little supported by its articles: the streamed text is retracted, and the article line
     that answers the question is shown verbatim with its citation, or else the no_answer reply."""
     turn_event_emit(turn=turn, type="retract", payload={"reason": "not_grounded", "text": ""})
-    quoted = quote_best(question=turn.user_message.text, searches=searches)
+    question = turn.user_message.text
+    quoted = quote_best(question=question, searches=searches,
+                        topics=[topic for _, topic in query_topics(queries, message=question)])
     if quoted is not None:
         line, source = quoted
         return FinalAnswer(text=quote_answer(line=line, source=source, language=turn.language), sources=[source],

@@ -95,14 +95,29 @@ def grounding_fails(grounding: Grounding, *, question: str, language: str) -> bo
     return len(asked) >= TOPIC_MIN_TERMS and bool(supported) and not any(asked & stems for stems in supported)
 
 
-def quote_best(*, question: str, searches: list[KbResult]) -> tuple[str, KbSource] | None:
+def quote_best(*, question: str, searches: list[KbResult], topics: list[str] | None = None
+               ) -> tuple[str, KbSource] | None:
     """The article line that answers the question most clearly (at least ``ANSWER_GROUNDING_QUOTE_MIN`` of
     its content words, and two or more of them), with its source; ``None`` when no line does. A line with
     no word beyond the question's (the article's title or a heading: "Password reset") answers nothing; nor
     does one without the technical name the question asks about (``retrieval.terms.names_of``: the line on
-    ``autovacuum_multixact_freeze_max_age`` for "the default vacuum_freeze_min_age")."""
-    asked, names = term_stems(question), names_of(question)
-    if len(asked) < QUOTE_MIN_TERMS or not settings.ANSWER_GROUNDING_QUOTE:
+    ``autovacuum_multixact_freeze_max_age`` for "the default vacuum_freeze_min_age"). ``topics``: the plan's
+    sub-queries (:func:`query_topics`); those in another language than the question's are its words in the
+    articles' language, read when no article is in the question's language (a Russian question, English pages)."""
+    if not settings.ANSWER_GROUNDING_QUOTE:
+        return None
+    names = names_of(question)
+    found = _line_best(term_stems(question), names, searches)
+    language = language_detect(question)
+    translated = [t for t in topics or [] if language_detect(t, default=language) != language]
+    if found is None and translated and not any(language_detect(body, default=language) == language
+                                                for s in searches for body in s.texts.values()):
+        found = _line_best(term_stems(" ".join(translated)), names, searches)
+    return found
+
+
+def _line_best(asked: set[str], names: list[str], searches: list[KbResult]) -> tuple[str, KbSource] | None:
+    if len(asked) < QUOTE_MIN_TERMS:
         return None
     sources = {source.number: source for s in searches for source in s.sources}
     best: tuple[float, str, KbSource] | None = None
