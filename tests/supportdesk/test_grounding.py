@@ -244,3 +244,26 @@ def test_the_quoted_line_names_the_setting_the_question_asks_about(settings):
     assert line.startswith("autovacuum_multixact_freeze_max_age")
     # Without a name in the question, the same line may answer its words.
     assert quote_best(question="What is the default freeze age before a vacuum is forced?", searches=[search]) is not None
+
+
+def test_a_bare_number_the_customer_gave_is_context_beside_a_value_of_the_sentence_s_own():
+    wal = "max_wal_size (integer): Maximum size to let the WAL grow during automatic checkpoints. The default is 1 GB."
+    question = "What is the default max_wal_size in PostgreSQL 15?"
+    right = answer_ground(text="The default max_wal_size in PostgreSQL 15 is 1 GB [1].", articles={1: wal},
+                          language="en", terms_min=0.5, question=question)
+    assert right.sentences[0].status == "supported" and sorted(right.sentences[0].values) == ["1 gb", "max_wal_size"]
+    across = answer_ground(text="max_wal_size по умолчанию в PostgreSQL 15 равно 1 GB [1].", articles={1: wal},
+                           language="ru", terms_min=0.5, question="Какое значение max_wal_size по умолчанию в PostgreSQL 15?")
+    assert across.sentences[0].status in ("supported", "unverified")  # kept: its own value is the article's
+    wrong = answer_ground(text="The default max_wal_size in PostgreSQL 15 is 2 GB [1].", articles={1: wal},
+                          language="en", terms_min=0.5, question=question)
+    assert wrong.sentences[0].status == "unsupported"  # the value of its own is still checked
+    # Said alone, the customer's number is what the sentence affirms: it must be in the article.
+    seats = "| Item | Limit |\n| agents per workspace | 25 |"
+    affirmed = answer_ground(text="Yes, a workspace can have 40 agents [1].", articles={1: seats}, language="en",
+                             terms_min=0.5, question="Can a workspace have 40 agents?")
+    assert affirmed.sentences[0].status == "unsupported"
+    # Without the question the version is a value like any other.
+    plain = answer_ground(text="The default max_wal_size in PostgreSQL 15 is 1 GB [1].", articles={1: wal},
+                          language="en", terms_min=0.5)
+    assert plain.sentences[0].status == "unsupported"

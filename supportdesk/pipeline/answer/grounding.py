@@ -21,7 +21,8 @@ Words cannot be compared across languages: a sentence in another language than e
 article is *unverified*, kept as written and left out of the supported share (its values must
 still be in a cited article). Sentences without content terms ("Hope this helps!") and questions
 (a model that echoes the customer's question has not answered it) are *neutral*; a sentence that stops
-where its value should stand ("The default is [1].") is *unsupported*. A citation stays only on a sentence its article supports; an unsupported sentence
+where its value should stand ("The default is [1].") is *unsupported*. A bare number the customer gave ("PostgreSQL
+15") need not be in the article when the sentence states a value of its own beside it; said alone, it must. A citation stays only on a sentence its article supports; an unsupported sentence
 is dropped; a supported sentence that cites nothing, or cites the wrong article, gets the
 number of the article that supports it best.
 """
@@ -41,6 +42,7 @@ CITATION = re.compile(r"\s*\[(\d{1,3})\]")
 SENTENCE_END = re.compile(r"(?<=[.!?…])\s+(?=[^\s\[])")
 LIST_MARK = re.compile(r"^\s*(?:[-*•]|\d{1,2}[.)])\s+")
 QUOTE_MARK = re.compile(r"^\s*>\s?")  # a line quoted from an article (ANSWER_QUOTE_FIRST): one sentence, its own block
+BARE_NUMBER = re.compile(r"\d+(?:\.\d+)?")  # a number without a unit: a version, a count the customer gave
 QUESTION_END = re.compile(r"\?[\s\"»”)]*$")  # a sentence that asks (the customer's question echoed back)
 # A sentence that stops where its value should stand: "The default value for max_connections is [1]." (the
 # citation taken off, nothing is left after "is"). It states nothing, whatever words it shares with an article.
@@ -225,10 +227,11 @@ def answer_ground(*, text: str, articles: dict[int, str], language: str, terms_m
     else it shares with an article."""
     parsed = {n: _Article(body, language) for n, body in articles.items() if body.strip()}
     asked = term_stems(question)
+    given = set(values_of(question))
     unheld = unheld_terms(question, asked, parsed.values(), language) if asked else set()
     results: list[SentenceGrounding] = []
     for sentence, cited in _sentences(text):
-        results.append(_sentence_ground(sentence, cited, parsed, language, terms_min, asked, unheld))
+        results.append(_sentence_ground(sentence, cited, parsed, language, terms_min, asked, unheld, given))
     kept = [s for s in results if s.status != "unsupported"]
     # A small model may say one sentence again and again: it is shown once.
     lines = list(dict.fromkeys(_cite(s.text, s.citation) for s in kept))
@@ -247,11 +250,13 @@ def unheld_terms(question: str, asked: set[str], articles: Iterable[_Article], l
 
 
 def _sentence_ground(sentence: str, cited: list[int], articles: dict[int, _Article], language: str,
-                     terms_min: float, asked: set[str], unheld: set[str]) -> SentenceGrounding:
+                     terms_min: float, asked: set[str], unheld: set[str], given: set[str]) -> SentenceGrounding:
     stems = term_stems(LIST_MARK.sub("", sentence))
     values = values_of(sentence)
     if (not stems and not values) or QUESTION_END.search(sentence):  # a question asks; it states nothing
         return SentenceGrounding(text=sentence, status="neutral", cited=cited)
+    if any(v not in given for v in values):  # a value of its own: the customer's bare numbers ("PostgreSQL 15") are context
+        values = [v for v in values if v not in given or not BARE_NUMBER.fullmatch(v)]
     if VALUE_LEFT_OUT.search(sentence.rstrip(" .!…")):  # "The default value for max_connections is."
         return SentenceGrounding(text=sentence, status="unsupported", cited=cited, values=values)
     if not values and stems & unheld and stems <= asked:  # only the question's words, one no article holds
