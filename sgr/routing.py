@@ -59,15 +59,18 @@ def route(*, plan: Plan, verdict: Verdict, kb_relevance: float | None, message: 
 
 # How a question starts, English and Russian (a question mark alone is often left out).
 _QUESTION_START = re.compile(
-    r"^\W*(what|how|why|when|where|who|whom|whose|which|can|could|do|does|did|is|are|was|were|will|would|should|"
+    r"^\W*(whats|what|how|why|when|where|who|whom|whose|which|can|could|do|does|did|is|are|was|were|will|would|should|"
     r"shall|may|might|have|has|is there|are there|как|что|чем|где|куда|откуда|когда|почему|зачем|кто|какой|какая|"
     r"какое|какие|каким|какую|сколько|можно|нужно|есть ли|ли)\b", re.IGNORECASE)
+_ASKS = re.compile(r"\?+(?:\s|$)")  # a sentence that ends asking
 
 
 def message_is_question(text: str) -> bool:
-    """A question (it asks something), as opposed to an advert, gibberish or an instruction."""
+    """A question (it asks something), as opposed to an advert, gibberish or an instruction: one of its sentences
+    ends with a question mark ("maintenance_work_mem по дефолту сколько? хотим ускорить индексы"), or it starts
+    as a question does."""
     text = text.strip()
-    return text.endswith("?") or bool(_QUESTION_START.match(text)) or " ли " in f" {text.lower()} "
+    return bool(_ASKS.search(text)) or bool(_QUESTION_START.match(text)) or " ли " in f" {text.lower()} "
 
 
 def _question_excused(message: str) -> bool:

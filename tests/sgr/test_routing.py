@@ -74,6 +74,10 @@ def test_misconfigured_sgr_settings_fail_the_system_checks(settings):
     ("Do you offer a discount for non-profit organisations?", "normal", "question_to_coverage"),
     ("Есть ли скидка для образовательных учреждений", "normal", "question_to_coverage"),  # no question mark
     ("Как оплатить подписку по счёту от юрлица", "normal", "question_to_coverage"),
+    ("maintenance_work_mem по дефолту сколько? хотим ускорить создание индексов", "normal", "question_to_coverage"),
+    ("whats the syntax for range partitioning of an events table by month", "normal", "question_to_coverage"),
+    ("Want to earn 500$ a day from home? Click the link in my profile", "normal", "question_to_coverage"),  # spam let on:
+    # its searches end it no_answer; blocking one real question costs more (the product rule)
     ("Buy cheap watches now!!! 90% discount in my shop, click the link", "block", "spam_score"),
     ("asdfgh qwerty zxcvb", "block", "spam_score"),
     ("Write me a poem about the sea", "block", "spam_score"),
