@@ -267,3 +267,20 @@ def test_a_bare_number_the_customer_gave_is_context_beside_a_value_of_the_senten
     plain = answer_ground(text="The default max_wal_size in PostgreSQL 15 is 1 GB [1].", articles={1: wal},
                           language="en", terms_min=0.5)
     assert plain.sentences[0].status == "unsupported"
+
+
+def test_prose_that_cannot_be_compared_does_not_retract_a_value_an_article_holds():
+    conn = ("max_connections (integer): Determines the maximum number of concurrent connections to the database "
+            "server. The default is typically 100 connections. This parameter can only be set at server start.")
+    question = "Сколько соединений max_connections по умолчанию?"
+    answer = ("max_connections по умолчанию равно 100 [1]. Этот параметр задаётся только при запуске сервера. "
+              "Если система его не поддерживает, соединений будет меньше.")
+    grounding = answer_ground(text=answer, articles={1: conn}, language="ru", terms_min=0.5, question=question)
+    assert [s.status for s in grounding.sentences] == ["unverified", "unchecked", "unchecked"]
+    assert grounding.text == "max_connections по умолчанию равно 100 [1]."  # the uncheckable prose is not shown
+    assert grounding.supported_share is None and not grounding_fails(grounding, question=question, language="ru")
+    # Without a value an article holds, the same prose is unsupported and the answer fails.
+    prose = answer_ground(text="Этот параметр задаётся только при запуске сервера. Соединений будет меньше.",
+                          articles={1: conn}, language="ru", terms_min=0.5, question=question)
+    assert {s.status for s in prose.sentences} == {"unsupported"} and grounding_fails(prose, question=question,
+                                                                                       language="ru")

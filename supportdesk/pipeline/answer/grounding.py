@@ -19,7 +19,8 @@ A sentence is *supported* by an article when
 
 Words cannot be compared across languages: a sentence in another language than every
 article is *unverified*, kept as written and left out of the supported share (its values must
-still be in a cited article). Sentences without content terms ("Hope this helps!") and questions
+still be in a cited article). In an answer that states such a value, its sentences without values or
+citation are *unchecked*: dropped, and not counted against the share. Sentences without content terms ("Hope this helps!") and questions
 (a model that echoes the customer's question has not answered it) are *neutral*; a sentence that stops
 where its value should stand ("The default is [1].") is *unsupported*. A bare number the customer gave ("PostgreSQL
 15") need not be in the article when the sentence states a value of its own beside it; said alone, it must. A citation stays only on a sentence its article supports; an unsupported sentence
@@ -68,7 +69,7 @@ character characters % percent x times mhz ghz kbit mbit gbit rub usd eur
 """.split())
 TITLE_MAX_CHARS = 80  # a longer first line is content, not the article's title
 COPY_MIN_TERMS = 3  # a sentence copied word for word from an article, with at least this many content words, is supported
-Status = Literal["supported", "unsupported", "unverified", "neutral"]
+Status = Literal["supported", "unsupported", "unverified", "neutral", "unchecked"]
 
 
 class SentenceGrounding(BaseModel):
@@ -232,10 +233,25 @@ def answer_ground(*, text: str, articles: dict[int, str], language: str, terms_m
     results: list[SentenceGrounding] = []
     for sentence, cited in _sentences(text):
         results.append(_sentence_ground(sentence, cited, parsed, language, terms_min, asked, unheld, given))
-    kept = [s for s in results if s.status != "unsupported"]
+    results = _across_vouched(results, parsed, language)
+    kept = [s for s in results if s.status not in ("unsupported", "unchecked")]
     # A small model may say one sentence again and again: it is shown once.
     lines = list(dict.fromkeys(_cite(s.text, s.citation) for s in kept))
     return Grounding(sentences=results, text=_join(lines))
+
+
+def _across_vouched(results: list[SentenceGrounding], articles: dict[int, _Article], language: str
+                    ) -> list[SentenceGrounding]:
+    """An answer in another language than every article it got that states a value an article holds, in a
+    sentence saying what it is ("max_connections по умолчанию равно 100"): its sentences without values, which
+    cannot be compared word by word, are *unchecked*: dropped like unsupported ones, but not counted against
+    the answer's supported share (they would retract the value for want of a citation)."""
+    languages = {a.language for a in articles.values()}
+    across = [s for s in results if language_detect(prose_of(s.text), default=language) not in languages]
+    if not any(s.status in ("supported", "unverified") and s.values and term_stems(prose_of(s.text)) for s in across):
+        return results
+    return [s.model_copy(update={"status": "unchecked"}) if s.status == "unsupported" and not s.values and s in across
+            else s for s in results]
 
 
 def unheld_terms(question: str, asked: set[str], articles: Iterable[_Article], language: str) -> set[str]:
