@@ -55,12 +55,12 @@ def query_topics(queries: list[str], *, message: str) -> list[tuple[str, str]]:
     """Each searched query with what it asks about: the planner's verdict label ("default port - our product")
     left out; a sub-query that repeats a worked example of the planning prompt ("account email") dropped, as
     it is not the customer's; a topic once."""
-    out: dict[str, str] = {}
+    out: dict[str, tuple[str, str]] = {}
     for query in queries:
         topic = VERDICT_LABEL.sub("", query).strip()
         if topic and topic.lower() not in out and not intent_echoes_example(intent=topic, message=message):
-            out[topic.lower()] = query
-    return [(query, VERDICT_LABEL.sub("", query).strip()) for query in out.values()]
+            out[topic.lower()] = (query, topic)
+    return list(out.values())
 
 
 def answer_grounding(*, text: str, searches: list[KbResult], language: str, question: str = "") -> Grounding | None:
@@ -117,6 +117,7 @@ def quote_best(*, question: str, searches: list[KbResult], topics: list[str] | N
 
 
 def _line_best(asked: set[str], names: list[str], searches: list[KbResult]) -> tuple[str, KbSource] | None:
+    """:func:`quote_best`'s search for the line sharing the most of ``asked`` (stems), naming ``names``."""
     if len(asked) < QUOTE_MIN_TERMS:
         return None
     sources = {source.number: source for s in searches for source in s.sources}
