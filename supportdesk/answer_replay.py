@@ -15,7 +15,6 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from sgr.models import PlanRecord
 from supportdesk.models import Turn
 from supportdesk.pipeline.answer.grounding import CITATION
 from supportdesk.pipeline.answer.kb import KbResult, KbSource
@@ -34,8 +33,8 @@ def stored_search(turn_id: int) -> KbResult | None:
     from retrieval.models import Chunk, QueryTrace  # at call time: retrieval is optional
     from retrieval.schemas import article_read_text
 
-    rows = [row for trace in QueryTrace.objects.filter(turn_id=turn_id).order_by("pk")
-            for row in trace.results if row.get("number") is not None]
+    traces = list(QueryTrace.objects.filter(turn_id=turn_id).order_by("pk"))
+    rows = [row for trace in traces for row in trace.results if row.get("number") is not None]
     chunks = dict(Chunk.objects.filter(pk__in=[c for row in rows for c in row["chunk_ids"]]).values_list("pk", "text"))
     texts: dict[int, str] = {}
     sources: list[KbSource] = []
@@ -47,7 +46,8 @@ def stored_search(turn_id: int) -> KbResult | None:
         body = "\n\n".join(chunks[c] for c in row["chunk_ids"])
         texts[row["number"]] = article_read_text(row["title"], row.get("heading_path") or "", body)
         sources.append(KbSource(number=row["number"], title=row["title"], document_id=row["document_id"]))
-    return KbResult(query="", sources=sources, texts=texts)
+    queries = list(dict.fromkeys(q for trace in traces for q in trace.queries))  # what was searched, in order
+    return KbResult(query="; ".join(queries), queries=queries, sources=sources, texts=texts)
 
 
 def model_text(sentences: list[dict[str, Any]]) -> str:
@@ -69,11 +69,8 @@ def answer_replay(turn: Turn) -> Replayed | None:
     documents = {source.number: source.document_id for source in search.sources}
     text = grounding.text
     if grounding_fails(grounding, question=question, language=language):
-        record = PlanRecord.objects.filter(turn=turn).only("plan").first()
-        subqueries = (record.plan or {}).get("subqueries") or [] if record is not None else []
-        queries = [question, *subqueries]  # as the answer stage searched them
         quoted = quote_best(question=question, searches=[search],
-                            topics=[topic for _, topic in query_topics(queries, message=question)])
+                            topics=[topic for _, topic in query_topics(search.queries, message=question)])
         if quoted is None:
             return Replayed(text="", retracted=True)
         text = quote_answer(line=quoted[0], source=quoted[1], language=language)

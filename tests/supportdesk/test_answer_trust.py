@@ -299,6 +299,15 @@ def test_a_question_over_articles_in_another_language_is_covered_through_its_sub
     assert echo.answer_result["coverage"]["rule"] == "dense_only"
 
 
+def test_the_answer_stage_s_search_carries_each_query_s_own_relevance(trust):
+    from supportdesk.pipeline.answer.kb import kb_search
+
+    turn = turn_make(text="How do I reset my password?")
+    result = kb_search(query=["password reset", " express delivery "], turn_id=turn.pk, language="en")
+    assert set(result.query_relevance) == {"password reset", "express delivery"}  # what coverage reads it by
+    assert "query_relevance" not in result.model_dump()  # neither stored nor sent to the model
+
+
 def test_an_answer_that_affirms_the_question_with_a_word_no_article_holds_is_retracted(trust):
     turn = _run(trust, "Does the password reset page send a webhook?",
                 Reply(content="Yes, the password reset page sends a webhook [1]."))

@@ -247,11 +247,12 @@ def _across_vouched(results: list[SentenceGrounding], articles: dict[int, _Artic
     cannot be compared word by word, are *unchecked*: dropped like unsupported ones, but not counted against
     the answer's supported share (they would retract the value for want of a citation)."""
     languages = {a.language for a in articles.values()}
-    across = [s for s in results if language_detect(prose_of(s.text), default=language) not in languages]
-    if not any(s.status in ("supported", "unverified") and s.values and term_stems(prose_of(s.text)) for s in across):
+    across = [language_detect(prose_of(s.text), default=language) not in languages for s in results]
+    if not any(other and s.status in ("supported", "unverified") and s.values and term_stems(prose_of(s.text))
+               for s, other in zip(results, across, strict=True)):
         return results
-    return [s.model_copy(update={"status": "unchecked"}) if s.status == "unsupported" and not s.values and s in across
-            else s for s in results]
+    return [s.model_copy(update={"status": "unchecked"}) if other and s.status == "unsupported" and not s.values else s
+            for s, other in zip(results, across, strict=True)]
 
 
 def unheld_terms(question: str, asked: set[str], articles: Iterable[_Article], language: str) -> set[str]:

@@ -108,12 +108,14 @@ def quote_best(*, question: str, searches: list[KbResult], topics: list[str] | N
         return None
     names = names_of(question)
     found = _line_best(term_stems(question), names, searches)
+    if found is not None or not topics:
+        return found
     language = language_detect(question)
-    translated = [t for t in topics or [] if language_detect(t, default=language) != language]
-    if found is None and translated and not any(language_detect(body, default=language) == language
-                                                for s in searches for body in s.texts.values()):
-        found = _line_best(term_stems(" ".join(translated)), names, searches)
-    return found
+    translated = [t for t in topics if language_detect(t, default=language) != language]
+    if not translated or any(language_detect(body, default=language) == language
+                             for s in searches for body in s.texts.values()):
+        return None
+    return _line_best(term_stems(" ".join(translated)), names, searches)
 
 
 def _line_best(asked: set[str], names: list[str], searches: list[KbResult]) -> tuple[str, KbSource] | None:
