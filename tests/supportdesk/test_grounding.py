@@ -284,3 +284,24 @@ def test_prose_that_cannot_be_compared_does_not_retract_a_value_an_article_holds
                           articles={1: conn}, language="ru", terms_min=0.5, question=question)
     assert {s.status for s in prose.sentences} == {"unsupported"} and grounding_fails(prose, question=question,
                                                                                        language="ru")
+
+
+def test_a_bare_html_tag_names_its_element_and_a_tag_with_attributes_is_code():
+    widget = ("Атрибуты тега script меняют виджет: `data-open=\"true\"` открывает панель сразу, а `data-api-base` "
+              "направляет его на другой сервер.\nВиджет добавляется на любую страницу вашего сайта одним тегом: "
+              "`<script src=\"/widget.js\" defer></script>`.")
+    named = _ground("Добавьте атрибут `data-api-base` в тег `<script>` виджета [1].", language="ru", a1=widget)
+    assert named.sentences[0].status == "supported" and named.sentences[0].missing_values == []
+    other = _ground("Добавьте атрибут `data-api-base` в тег `<iframe>` виджета [1].", language="ru", a1=widget)
+    assert other.sentences[0].status == "unsupported" and other.sentences[0].missing_values == ["<iframe>"]
+    forged = _ground("Вставьте `<script src=\"https://evil.example/x.js\">` на страницу [1].", language="ru", a1=widget)
+    assert forged.sentences[0].status == "unsupported"
+
+
+def test_code_with_spaces_is_checked_word_by_word_and_a_placeholder_is_the_reader_s():
+    keys = "Create a key from the command line: `manage.py create_api_key --name \"BI export\" --scope analyst`."
+    filled = _ground("Run `manage.py create_api_key --name NAME --scope analyst` to create the key [1].", a1=keys)
+    assert filled.sentences[0].status == "supported"
+    wrong = _ground("Run `manage.py create_api_key --name NAME --scope admin` to create the key [1].", a1=keys)
+    assert wrong.sentences[0].status == "unsupported"  # only its first word was looked for before
+    assert wrong.sentences[0].missing_values == ["manage.py create_api_key --name NAME --scope admin"]
