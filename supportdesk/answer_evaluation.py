@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from guard.evaluation import percentile
 from sgr.intent import intent_echoes_example
@@ -49,6 +49,12 @@ class AnswerCase(BaseModel):
     key_facts: list[str] = Field(default_factory=list)
     kind: str = ""  # "kb", "spam", "ambiguous", "uncovered": for the reader, not scored
     split: str = ""  # "dev" (tuned on) or "held_out" (never tuned on): ``--split`` picks one
+
+    @field_validator("expected_article", "key_facts", mode="before")
+    @classmethod
+    def _null_is_none_expected(cls, value: Any, info: Any) -> Any:
+        """``null`` (an uncovered question has no article and no facts) reads as left out."""
+        return ([] if info.field_name == "key_facts" else "") if value is None else value
 
 
 class CaseResult(BaseModel):

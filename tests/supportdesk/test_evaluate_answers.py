@@ -78,6 +78,14 @@ def test_key_facts_and_a_bad_file(tmp_path):
         call_command("evaluate_answers", file=str(bad), stdout=io.StringIO(), stderr=io.StringIO())
 
 
+def test_an_uncovered_question_may_give_its_article_and_facts_as_null(tmp_path):
+    labelled = tmp_path / "uncovered.jsonl"
+    labelled.write_text('{"text": "Do you offer refunds?", "expected_action": "no_answer", "expected_article": null, '
+                        '"key_facts": null}\n', encoding="utf-8")
+    (case,) = cases_read(labelled)
+    assert case.expected_article == "" and case.key_facts == [] and case.expected_action == "no_answer"
+
+
 def test_the_shipped_labelled_set_is_large_enough_and_over_the_demo_kb():
     root = Path(__file__).resolve().parents[2]
     cases = cases_read(root / "scripts" / "data" / "answers.jsonl")
