@@ -371,16 +371,22 @@ def embedding_cpu_ms(texts: list[str], *, one_thread: bool = False) -> dict[str,
 
 
 class ConnectionSampler:
-    """The most PostgreSQL sessions on the database at once (all, and the workers'), sampled in a thread."""
+    """The most PostgreSQL sessions on the database at once (all, and the workers'), sampled in a thread.
+
+    Its own session (``backend_pid``) is the bench's instrument, not the platform: its CPU counts as the
+    client's (``client-db``)."""
 
     def __init__(self, interval: float = 0.02) -> None:
         self._interval = interval
         self._stop = threading.Event()
         self._most = (0, 0)
+        self._connected = threading.Event()
+        self.backend_pid: int | None = None
         self._thread = threading.Thread(target=self._sample, name="db-sessions", daemon=True)
 
     def __enter__(self) -> ConnectionSampler:
         self._thread.start()
+        self._connected.wait(10)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -394,6 +400,10 @@ class ConnectionSampler:
         sql = ("SELECT count(*), count(*) FILTER (WHERE application_name = 'supportdesk-worker') "
                "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
         try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_backend_pid()")
+                self.backend_pid = cursor.fetchone()[0]
+            self._connected.set()
             while not self._stop.wait(self._interval):
                 with connection.cursor() as cursor:
                     cursor.execute(sql)
@@ -435,13 +445,14 @@ def cpu_seconds(roots: dict[str, int]) -> dict[str, float]:
 
 def burst(base: str, tag: str, count: int, stub: StubProcess, answer_text: str, waves: int = 1) -> dict[str, Any]:
     results: list[dict[str, Any]] = []
-    used = dict.fromkeys(STACK, 0.0)  # CPU from each burst's start to its end (not the sockets' opening)
     with ConnectionSampler() as sessions:
+        roots = {**STACK, **({"client-db": sessions.backend_pid} if sessions.backend_pid else {})}
+        used = dict.fromkeys(roots, 0.0)  # CPU from each burst's start to its end (not the sockets' opening)
         for number in range(waves):
             before: dict[str, float] = {}
-            results += asyncio.run(wave(base, f"{tag}{number}", count, lambda: before.update(cpu_seconds(STACK))))  # noqa: B023 (runs in this wave)
-            after = cpu_seconds(STACK)
-            for name in STACK:
+            results += asyncio.run(wave(base, f"{tag}{number}", count, lambda: before.update(cpu_seconds(roots))))  # noqa: B023 (runs in this wave)
+            after = cpu_seconds(roots)
+            for name in roots:
                 used[name] += after[name] - before[name]
     measured = measure(results, stub, answer_text, sessions)
     measured["cpu_ms"] = {name: seconds * 1000 / len(results) for name, seconds in used.items()}
