@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 from urllib.parse import parse_qs
 
+from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocketConsumer
 from django.conf import settings
@@ -63,6 +64,20 @@ def db_call(func: Callable[..., T]) -> Callable[..., Awaitable[T]]:
 CLOSE_UNKNOWN_PATH = 4404
 
 
+class DispatchWithoutCleanup:
+    """A consumer whose every database call goes through :func:`db_call`, which closes stale connections in its
+    own thread before and after the call. Channels' ``dispatch`` also closes them, in a thread hop of its
+    own, for each message it hands a handler: every frame a customer sends and every turn event pushed to
+    them, ~12 a turn, for a thread this code never queries from. Measured: 14 % of the web processes' Python samples under a
+    burst (docs/benchmarks.md); dispatched here without it."""
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
+
+
 def _database_lost(exc: Exception) -> None:
     """A lost connection: the pool's other idle ones went with the same server; drop them now, so the
     next handshakes after PostgreSQL's return do not each meet a dead one first."""
@@ -70,14 +85,14 @@ def _database_lost(exc: Exception) -> None:
         pool_check_soon()
 
 
-class UnknownSocketPath(AsyncWebsocketConsumer):
+class UnknownSocketPath(DispatchWithoutCleanup, AsyncWebsocketConsumer):
     """A websocket on a path that is not a conversation (``/ws/conversations/<uuid>/``): refused."""
 
     async def connect(self) -> None:
         await self.close(code=CLOSE_UNKNOWN_PATH)
 
 
-class ConversationConsumer(AsyncJsonWebsocketConsumer):
+class ConversationConsumer(DispatchWithoutCleanup, AsyncJsonWebsocketConsumer):
     conversation: Conversation
     group: str
     last_sent_seq: int
@@ -247,7 +262,7 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json({"type": "error", "seq": None, "turn": None, "payload": {"code": code, "message": message}})
 
 
-class AgentInboxConsumer(AsyncJsonWebsocketConsumer):
+class AgentInboxConsumer(DispatchWithoutCleanup, AsyncJsonWebsocketConsumer):
     """``/ws/agent/inbox/``: staff in the Agents group (by their admin session) get a frame
     ``{"type": "inbox", "payload": {"kind", "conversation", "owner"}}`` whenever a conversation of the inbox
     changes (a person asked for, claimed, a customer or staff message). While it is open the agent counts as
