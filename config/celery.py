@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 from typing import Any
@@ -83,39 +82,6 @@ def worker_db_connections_persist(sender: Any = None, **kwargs: Any) -> None:
 
     signals.task_prerun.connect(connections_tidy, weak=False)
     signals.task_postrun.connect(connections_tidy, weak=False)
-
-
-def stage_queues() -> frozenset[str]:
-    """The queues of the turn stages (``CELERY_TASK_ROUTES`` of ``supportdesk.turn.*``)."""
-    from django.conf import settings
-
-    return frozenset(route["queue"] for name, route in settings.CELERY_TASK_ROUTES.items()
-                     if name.startswith("supportdesk.turn."))
-
-
-@signals.worker_init.connect
-def worker_stage_acks_plain(sender: Any = None, **kwargs: Any) -> None:
-    """A worker that takes turn stages only reads them without kombu's acknowledgement emulation
-    (``CELERY_STAGE_ACK_EMULATION``, off by default).
-
-    With it, every delivery writes the message to Redis's unacknowledged hash and index and every
-    acknowledgement removes it (a pipeline each, three stages a turn): ~8 % of a turn's CPU, measured
-    (docs/benchmarks.md). What it buys, handing a dead worker's stage out again after the visibility timeout
-    (minutes), the turn recovery sweeper already does within a lease (``supportdesk.pipeline.recovery``):
-    a stage nobody finished is sent again whether its message died with a worker, with Redis, or in a
-    queue. A warm shutdown hands the messages it holds back to their queues. The ingest worker keeps the
-    emulation: an upload has no sweeper.
-    """
-    from django.conf import settings
-
-    queues = getattr(getattr(getattr(sender, "app", None), "amqp", None), "queues", None)
-    consumed = set(getattr(queues, "consume_from", None) or {})
-    if settings.CELERY_STAGE_ACK_EMULATION or not consumed or not consumed <= stage_queues():
-        return
-    conf = sender.app.conf
-    conf.broker_transport_options = {**conf.broker_transport_options, "ack_emulation": False}
-    logging.getLogger(__name__).info("stage worker: the broker's acknowledgement emulation is off; the turn "
-                                     "recovery sweeper sends a lost stage again (CELERY_STAGE_ACK_EMULATION)")
 
 
 def worker_cpu_share() -> None:

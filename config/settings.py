@@ -207,9 +207,6 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "unacked_restore_interval": env.int("CELERY_RESTORE_INTERVAL", default=10),
     "unacked_restore_throttle": 1,
 }
-# Stage workers read without the broker's acknowledgement emulation (config.celery.worker_stage_acks_plain):
-# the turn recovery sweeper sends a lost stage again. true: the emulation as for every other worker.
-CELERY_STAGE_ACK_EMULATION = env.bool("CELERY_STAGE_ACK_EMULATION", default=False)
 
 # --- LLM (any OpenAI-compatible endpoint) ------------------------------------------
 LLM_BASE_URL = env.str("LLM_BASE_URL", default="")

@@ -11,8 +11,6 @@ Here both become a logged warning and the consumer reconnects by itself. Nothing
 message delivered but never acknowledged stays in Redis's unacked index and is delivered again
 after the visibility timeout (its stage then finds the turn done, or leased, and does nothing);
 the turn recovery sweeper (``supportdesk.pipeline.recovery``) sends a stranded stage again long before.
-That bookkeeping is the acknowledgement emulation, kept by the ingest worker; stage workers read without it
-(``config.celery.worker_stage_acks_plain``), with kombu's in-memory QoS, which has no Redis call to fail.
 Selected by ``CELERY_BROKER_TRANSPORT``; the broker URL stays ``redis://``.
 """
 

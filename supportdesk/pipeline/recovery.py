@@ -16,10 +16,8 @@ Two parts, both in every worker process's recovery thread (``config.celery`` sta
   or recovered ``TURN_RECOVERY_MAX`` times fails with the localized "please try
   again" error; its message stays saved.
 
-It is the only redelivery of a stage: stage workers read without the broker's
-acknowledgement emulation (``config.celery.worker_stage_acks_plain``), so a stage's message
-that died with its worker is not handed out again after the visibility timeout
-(``CELERY_STAGE_ACK_EMULATION=true`` turns that back on).
+Celery's own redelivery (the visibility timeout) still works as a last resort; the
+sweeper only makes it fast.
 """
 
 from __future__ import annotations

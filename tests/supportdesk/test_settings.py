@@ -72,30 +72,3 @@ def test_statements_are_bound_server_side_and_prepared_unless_turned_off():
     assert options() == "True 5"
     assert options(DB_PREPARE_THRESHOLD="0") == "True None"  # e.g. behind pgbouncer in transaction mode
     assert options(DB_SERVER_SIDE_BINDING="false") == "False None"
-
-
-def test_a_stage_worker_reads_without_ack_emulation_and_the_ingest_worker_with_it(settings):
-    """Turn stages have the recovery sweeper; an upload has only the broker's redelivery."""
-    from types import SimpleNamespace
-
-    from config.celery import stage_queues, worker_stage_acks_plain
-
-    assert stage_queues() == {"guard", "sgr", "answer"}
-
-    def worker(queues: str) -> SimpleNamespace:
-        conf = SimpleNamespace(broker_transport_options={"visibility_timeout": 360})
-        consume = {queue: object() for queue in queues.split(",")}
-        return SimpleNamespace(app=SimpleNamespace(conf=conf, amqp=SimpleNamespace(
-            queues=SimpleNamespace(consume_from=consume))))
-
-    stages, ingest, both = worker("guard,sgr,answer"), worker("ingest,default"), worker("guard,sgr,answer,ingest")
-    for sender in (stages, ingest, both):
-        worker_stage_acks_plain(sender=sender)
-    assert stages.app.conf.broker_transport_options == {"visibility_timeout": 360, "ack_emulation": False}
-    assert ingest.app.conf.broker_transport_options == {"visibility_timeout": 360}
-    assert both.app.conf.broker_transport_options == {"visibility_timeout": 360}
-
-    settings.CELERY_STAGE_ACK_EMULATION = True
-    kept = worker("guard,sgr,answer")
-    worker_stage_acks_plain(sender=kept)
-    assert kept.app.conf.broker_transport_options == {"visibility_timeout": 360}
