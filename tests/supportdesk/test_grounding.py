@@ -305,3 +305,6 @@ def test_code_with_spaces_is_checked_word_by_word_and_a_placeholder_is_the_reade
     wrong = _ground("Run `manage.py create_api_key --name NAME --scope admin` to create the key [1].", a1=keys)
     assert wrong.sentences[0].status == "unsupported"  # only its first word was looked for before
     assert wrong.sentences[0].missing_values == ["manage.py create_api_key --name NAME --scope admin"]
+    manual = "VACUUM FULL rewrites the table: `VACUUM FULL orders` returns the space to the operating system."
+    keyword = _ground("Run `VACUUM ANALYZE orders` to return the space [1].", a1=manual)
+    assert keyword.sentences[0].status == "unsupported"  # a keyword in capitals is a value, not a placeholder

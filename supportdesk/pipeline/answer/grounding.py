@@ -53,7 +53,8 @@ NUMBER = re.compile(r"(?<![\w.])[-+]?\d[\d,.\u00a0\u202f ]*\d(?![\w])|(?<![\w.])
 UNIT = re.compile(r"\s*(%|[a-zA-Zа-яА-ЯёЁ]{1,12})")
 CODE = re.compile(r"`([^`]{1,80})`")
 DIGIT = re.compile(r"\d")
-PLACEHOLDER = re.compile(r"[A-Z][A-Z_]*|<[^<>]+>|\{[^{}]+\}|\.\.\.|…")  # NAME, <file>, {id}: what the reader fills in
+PLACEHOLDER = re.compile(r"<[^<>]+>|\{[^{}]+\}|\.\.\.|…")  # <file>, {id}: what the reader fills in
+METAVAR = re.compile(r"[A-Z][A-Z_]*")  # after a flag (`--name NAME`), also the reader's; elsewhere a keyword (`VACUUM FULL`)
 HTML_TAG = re.compile(r"</?([A-Za-z][\w-]*)\s*/?>")  # a bare tag, `<script>`, `</div>`: it names an element (with attributes it is code)
 IDENTIFIER = re.compile(r"(?<![\w-])(--?[a-z][\w-]+|[A-Za-z]+(?:[_-][A-Za-z0-9]+)+|[A-Z]{2,}[A-Z0-9]*|[a-z]+[A-Z]\w*)(?![\w-])")
 # A compound of lower-case words ("knowledge-base", "sign-in", "built-in") is prose, not a setting or a
@@ -145,14 +146,16 @@ def _units(text: str) -> list[tuple[str, str]]:
 def _needles(value: str, *, same_language: bool) -> list[re.Pattern[str]]:
     """How a value is found in a normalized text: a number whole ("64" is not in "1,664"), with its unit
     when the languages agree; an identifier anywhere (spaces are folded away); code with spaces by each of its
-    words; a bare HTML tag by its element's
-    name (`<script>` is in "add `<script src=…>`" and in "the attributes of the script tag")."""
+    words, the reader's placeholders aside; a bare HTML tag by its element's name (`<script>` is in "add
+    `<script src=…>`" and in "the attributes of the script tag")."""
     tag = HTML_TAG.fullmatch(value)
     if tag:
         return [re.compile(re.escape(tag.group(1).lower()))]
     number, _, unit = value.partition(" ")
-    words = [word for word in value.split() if not PLACEHOLDER.fullmatch(word)]
-    if not NUMBER.fullmatch(number) and words:  # code with spaces (`pg_ctl stop -m fast`): each word, placeholders aside
+    split = value.split()
+    words = [word for before, word in zip(["", *split], split, strict=False) if not PLACEHOLDER.fullmatch(word)
+             and not (before.startswith("-") and METAVAR.fullmatch(word))]
+    if not NUMBER.fullmatch(number) and words:  # code with spaces (`pg_ctl stop -m fast`): each word
         return [re.compile(re.escape(value_norm(word))) for word in words]
     needle = re.escape(value_norm(number))
     needles = [re.compile(rf"(?<![\d.]){needle}(?![\d])" if NUMBER.fullmatch(number) else needle)]
