@@ -152,13 +152,15 @@ def _needles(value: str, *, same_language: bool) -> list[re.Pattern[str]]:
     if tag:
         return [re.compile(re.escape(tag.group(1).lower()))]
     number, _, unit = value.partition(" ")
-    split = value.split()
-    words = [word for before, word in zip(["", *split], split, strict=False) if not PLACEHOLDER.fullmatch(word)
-             and not (before.startswith("-") and METAVAR.fullmatch(word))]
-    if not NUMBER.fullmatch(number) and words:  # code with spaces (`pg_ctl stop -m fast`): each word
-        return [re.compile(re.escape(value_norm(word))) for word in words]
+    is_number = bool(NUMBER.fullmatch(number))
+    if unit and not is_number:  # code with spaces (`pg_ctl stop -m fast`): each word
+        split = value.split()
+        words = [word for before, word in zip(["", *split], split, strict=False) if not PLACEHOLDER.fullmatch(word)
+                 and not (before.startswith("-") and METAVAR.fullmatch(word))]
+        if words:
+            return [re.compile(re.escape(value_norm(word))) for word in words]
     needle = re.escape(value_norm(number))
-    needles = [re.compile(rf"(?<![\d.]){needle}(?![\d])" if NUMBER.fullmatch(number) else needle)]
+    needles = [re.compile(rf"(?<![\d.]){needle}(?![\d])" if is_number else needle)]
     if unit and same_language:
         needles.append(re.compile(re.escape(value_norm(unit))))
     return needles
