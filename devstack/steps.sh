@@ -5,14 +5,18 @@ say() { echo "[supportdesk] $*" >&2; }
 
 # Ctrl-C (or SIGTERM to this script alone) stops a running install at once, with its
 # compiler children: each step runs in its own process group, stopped as a whole.
+# The stop takes every running job from bash's job table, not only `$child`: a signal that
+# lands between a step's start and `child=$!` runs this trap before the assignment.
 child=""
 stop() {
   trap - INT TERM
-  if [ -n "$child" ]; then
-    say "stopping ..."
-    kill -TERM -- "-$child" 2>/dev/null || kill -TERM "$child" 2>/dev/null || true
-    wait "$child" 2>/dev/null || true
-  fi
+  local pid pids
+  pids=$(jobs -p)
+  [ -z "$pids" ] || say "stopping ..."
+  for pid in $pids; do
+    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+  done
+  wait 2>/dev/null || true
   say "stopped"
   exit 130
 }

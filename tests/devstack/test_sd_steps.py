@@ -50,11 +50,42 @@ def test_a_busy_package_cache_is_explained_and_sigint_stops_the_step_and_its_chi
         lines = _read_until(proc, "pid ", "another uv process on this machine is using the package cache")
         child = int(next(line for line in lines if line.startswith("pid ")).split()[-1])
         proc.send_signal(signal.SIGINT)  # to the script's own process only, as the issue describes
-        rest = proc.stdout.read()
-        assert proc.wait(timeout=30) == 130
+        rest, _ = proc.communicate(timeout=60)  # a child left running keeps the pipe open
+        assert proc.returncode == 130
         assert "stopped" in rest and "finished" not in rest
         wait_until(lambda: _gone(child), timeout=30, what="the stopped step's child")
         assert not any("Waiting to acquire" in line for line in lines)  # uv's raw line was replaced
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def _running(cmdline: str) -> bool:
+    for proc_dir in Path("/proc").iterdir():
+        try:
+            if (proc_dir / "cmdline").read_bytes().replace(b"\0", b" ").strip() == cmdline.encode():
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def test_a_signal_before_the_step_knows_its_child_still_stops_the_child() -> None:
+    # The trap runs right after the job starts, before `child=$!`: the window a loaded machine hit.
+    sleeper = f"sleep 300.{os.getpid()}"  # unique, so the check below finds only this test's child
+    script = f"""
+set -euo pipefail
+. devstack/steps.sh
+set -m
+bash -c 'exec {sleeper}' & kill -INT $$; child=$!
+echo "finished"
+"""
+    proc = subprocess.Popen(["bash", "-c", script], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        out, _ = proc.communicate(timeout=60)  # a child left running keeps the pipe open
+        assert proc.returncode == 130 and "stopped" in out and "finished" not in out
+        wait_until(lambda: not _running(sleeper), timeout=30, what="the stopped step's child")
     finally:
         if proc.poll() is None:
             proc.kill()
