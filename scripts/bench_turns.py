@@ -332,7 +332,9 @@ def report(name: str, m: dict[str, Any]) -> None:
           f"p95={pct(m['ttft_delivery'], .95):.1f}")
 
 
-PLATFORM = ("worker-", "web", "postgres+redis")  # the processes a deployment runs (not the stub, not the client)
+# The processes a deployment runs (not the stub, not the client); "services" is what ``./sd bench`` started
+# PostgreSQL and Redis from, apart from those two (its own process, nearly idle).
+PLATFORM = ("worker-", "web", "postgres", "redis", "services")
 
 
 def platform_cpu_ms(cpu_ms: dict[str, float]) -> float:
@@ -411,6 +413,25 @@ class ConnectionSampler:
                 self._most = (max(self._most[0], total), max(self._most[1], workers))
         finally:
             connection.close()
+
+
+def services_pids(launcher: int) -> dict[str, int]:
+    """PostgreSQL's and Redis's server processes among ``launcher``'s children, to count their CPU apart."""
+    found: dict[str, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            parent = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        # Redis rewrites its title ("redis-server 127.0.0.1:6379"): the program is the first word.
+        names = {Path(arg.decode(errors="replace")).name.split(" ")[0] for arg in argv if arg}
+        for name, program in (("postgres", "postgres"), ("redis", "redis-server")):
+            if parent == launcher and program in names:
+                found[name] = int(entry)
+    return found
 
 
 def cpu_seconds(roots: dict[str, int]) -> dict[str, float]:
@@ -527,7 +548,7 @@ def main() -> int:
     stub = StubProcess(answer_text, args.llm_plan_delay, args.llm_chunk_delay)
     procs, base = start_stack(stub, ROOT / ".data" / "bench" / "turns")
     STACK.update({name: proc.pid for name, proc in zip([f"worker-{w.role}" for w in worker_specs()] + ["web"], procs, strict=True)})
-    STACK.update({"llm-stub": stub.pid, "client": os.getpid(), "postgres+redis": os.getppid()})
+    STACK.update({"llm-stub": stub.pid, "client": os.getpid(), "services": os.getppid(), **services_pids(os.getppid())})
     specs = worker_specs()
     stages = specs[0]
     try:
