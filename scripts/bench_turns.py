@@ -273,7 +273,7 @@ def measure(results: list[dict[str, Any]], stub: StubProcess, answer_text: str,
         wrong_text += tokens.strip() != answer_text or turn.status != "done"
     span = max(r["done"] for r in results) - min(r["sent"] for r in results)
     return {"turns": len(results), "per_minute": len(results) / span * 60 if span > 0 else float("nan"),
-            "sessions": sessions.peaks() if sessions else None, "overhead": overheads, "wall": walls, "hops": hops, "stage_ms": stage_ms, "stage_cpu": stage_cpu, "token_events": token_events, "gaps": gaps, "slowest": slowest_parts(breakdown), "ttft_worker": ttft_worker,
+            "sessions": sessions.peaks() if sessions else None, "opened": sessions.opened() if sessions else None, "overhead": overheads, "wall": walls, "hops": hops, "stage_ms": stage_ms, "stage_cpu": stage_cpu, "token_events": token_events, "gaps": gaps, "slowest": slowest_parts(breakdown), "ttft_worker": ttft_worker,
             "ttft_delivery": ttft_delivery, "ttft_gap": ttft_gaps, "dropped": dropped,
             "duplicated": duplicated, "wrong_text": wrong_text}
 
@@ -299,7 +299,8 @@ def report(name: str, m: dict[str, Any]) -> None:
           f"p95={pct(m['ttft_gap'], .95):6.1f}  dropped={m['dropped']} duplicated={m['duplicated']} "
           f"wrong_answers={m['wrong_text']}")
     sessions = "" if m["sessions"] is None else (
-        f"  most database sessions at once: {m['sessions'][0]} (workers {m['sessions'][1]})")
+        f"  most database sessions at once: {m['sessions'][0]} (workers {m['sessions'][1]}), "
+        f"{m['opened']} opened during the burst")
     print(f"{'':<24} turns completed per minute: {m['per_minute']:.0f}{sessions}")
     # The whole turn at the client, whatever the stages count as waiting on the model.
     print(f"{'':<24} turn wall ms (sent -> done) p50={pct(m['wall'], .5):.1f} p95={pct(m['wall'], .95):.1f}")
@@ -382,6 +383,8 @@ class ConnectionSampler:
         self._interval = interval
         self._stop = threading.Event()
         self._most = (0, 0)
+        self._first: set[int] | None = None  # the sessions there at the start
+        self._seen: set[int] = set()
         self._connected = threading.Event()
         self.backend_pid: int | None = None
         self._thread = threading.Thread(target=self._sample, name="db-sessions", daemon=True)
@@ -398,8 +401,12 @@ class ConnectionSampler:
     def peaks(self) -> tuple[int, int]:
         return self._most
 
+    def opened(self) -> int:
+        """Sessions that appeared while sampling: each a new PostgreSQL backend, whose caches start empty."""
+        return len(self._seen - (self._first or set()))
+
     def _sample(self) -> None:
-        sql = ("SELECT count(*), count(*) FILTER (WHERE application_name = 'supportdesk-worker') "
+        sql = ("SELECT count(*), count(*) FILTER (WHERE application_name = 'supportdesk-worker'), array_agg(pid) "
                "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
         try:
             with connection.cursor() as cursor:
@@ -409,7 +416,10 @@ class ConnectionSampler:
             while not self._stop.wait(self._interval):
                 with connection.cursor() as cursor:
                     cursor.execute(sql)
-                    total, workers = cursor.fetchone()
+                    total, workers, pids = cursor.fetchone()
+                pids = set(pids or [])
+                self._first = pids if self._first is None else self._first
+                self._seen |= pids
                 self._most = (max(self._most[0], total), max(self._most[1], workers))
         finally:
             connection.close()
@@ -539,6 +549,9 @@ def main() -> int:
     parser.add_argument("--kb-chunks", type=int, default=2000,
                         help="first load a synthetic knowledge base of this many chunks (10 per document), so every "
                              "turn's searches cost what they cost at that size (0: none, and every turn ends no_answer)")
+    parser.add_argument("--warm-burst", type=int, default=0,
+                        help="first send this many turns at once, not measured: the connection pools grown and every "
+                             "new session's caches filled, as in a platform that has been serving for a while")
     parser.add_argument("--ingest-chunks", type=int, default=0,
                         help="also run the concurrent burst while an upload of about this many chunks is ingested")
     args = parser.parse_args()
@@ -553,6 +566,8 @@ def main() -> int:
     stages = specs[0]
     try:
         asyncio.run(wave(base, "warmup", 3))
+        if args.warm_burst:
+            asyncio.run(wave(base, "warmburst", args.warm_burst))
         print(f"cpu cores: {os.cpu_count()}; LLM: plan delay {args.llm_plan_delay} s, {args.answer_chunks} chunks "
               f"{args.llm_chunk_delay} s apart; stage workers: {len(specs) - 1} x {stages.pool} pool x {stages.concurrency}; "
               f"{os.environ.get('SD_WEB_WORKERS', '2')} uvicorn processes")
