@@ -103,6 +103,11 @@ class LanguageReport(BaseModel):
     supported_share_mean: float | None = None
     intent_echo: float | None = None
     no_answer_done_p50: float | None = None
+    # Decided before the answer (no answer-model call: no token streamed) against retracted after it by grounding:
+    # issue 28's ≤ 3 s target is the first kind's.
+    no_answer_before: int = 0
+    no_answer_retracted: int = 0
+    no_answer_before_done_p50: float | None = None
 
 
 class AnswerFileError(ValueError):
@@ -230,7 +235,9 @@ def language_report(language: str, results: list[CaseResult]) -> LanguageReport:
     kept = [r for r in answered if not r.refused]
     cited = sum(len(r.cited) for r in answered)
     shares = [r.supported_share for r in results if r.supported_share is not None]
-    no_answer_done = [r.done_s for r in results if r.final_action == "no_answer" and r.done_s is not None]
+    no_answer = [r for r in results if r.final_action == "no_answer"]
+    no_answer_done = [r.done_s for r in no_answer if r.done_s is not None]
+    before = [r for r in no_answer if r.first_token_s is None]
     trust = {
         "uncovered": len(uncovered),
         "false_answers": _share([bool(r.false_answer) for r in uncovered]),
@@ -241,6 +248,9 @@ def language_report(language: str, results: list[CaseResult]) -> LanguageReport:
         "supported_share_mean": round(sum(shares) / len(shares), 3) if shares else None,
         "intent_echo": _share([r.intent_echo for r in results if r.intent]),
         "no_answer_done_p50": _percentile(no_answer_done, 50),
+        "no_answer_before": len(before),
+        "no_answer_retracted": len(no_answer) - len(before),
+        "no_answer_before_done_p50": _percentile([r.done_s for r in before if r.done_s is not None], 50),
     }
     plan = [r.plan_s for r in results if r.plan_s is not None]
     first = [r.first_token_s for r in answered if r.first_token_s is not None]
@@ -288,12 +298,13 @@ def reports_format(reports: list[LanguageReport]) -> str:
                      f"| {r.failed} |")
     lines += ["", "| language | uncovered | false answers | over-refusal | answered without the facts "
               "| a wrong number stated | citation precision | supported share | intent echoes an example "
-              "| no_answer done p50 s |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+              "| no_answer done p50 s | no_answer before the answer / retracted after it, before's done p50 s |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in reports:
         share = "—" if r.supported_share_mean is None else f"{r.supported_share_mean:.2f}"
         lines.append(f"| {r.language} | {r.uncovered} | {pct(r.false_answers)} | {pct(r.over_refusal)} "
                      f"| {pct(r.answered_without_facts)} | {pct(r.answered_with_wrong_number)} "
                      f"| {pct(r.citation_precision)} | {share} "
-                     f"| {pct(r.intent_echo)} | {sec(r.no_answer_done_p50)} |")
+                     f"| {pct(r.intent_echo)} | {sec(r.no_answer_done_p50)} "
+                     f"| {r.no_answer_before} / {r.no_answer_retracted}, {sec(r.no_answer_before_done_p50)} |")
     return "\n".join(lines)

@@ -124,14 +124,14 @@ def test_trust_figures_count_false_answers_over_refusal_and_citation_precision()
 
     def result(expected: str, final: str, cited: list[str], facts: bool | None = None, **more: object) -> CaseResult:
         return CaseResult(text="q", language="en", expected_action=expected, status="done", final_action=final,
-                          cited=cited, has_facts=facts, done_s=1.0, **more)
+                          cited=cited, has_facts=facts, **{"done_s": 1.0, **more})
 
     results = [
         result("normal", "normal", ["widget"], True, refused=False, precise_citations=1),
         result("normal", "normal", ["widget", "keys"], False, refused=False, precise_citations=1, wrong_number=True),
-        result("normal", "no_answer", [], False, refused=True),
+        result("normal", "no_answer", [], False, refused=True, first_token_s=4.0, done_s=9.0),  # retracted
         result("no_answer", "normal", ["keys"], false_answer=True),  # a confident, cited invention
-        result("no_answer", "no_answer", [], false_answer=False),
+        result("no_answer", "no_answer", [], false_answer=False),  # decided before the answer
         result("no_answer", "normal", [], false_answer=False),  # answered, but citing nothing
     ]
     report = language_report("en", results)
@@ -139,8 +139,11 @@ def test_trust_figures_count_false_answers_over_refusal_and_citation_precision()
     assert report.answered_without_facts == 0.5  # of the two covered questions answered, one lacks a fact
     assert report.answered_with_wrong_number == 0.5  # ... and states another number
     assert report.citation_precision == 0.667  # two of the three cited articles are the expected ones
-    assert report.no_answer_done_p50 == 1.0
+    assert report.no_answer_done_p50 == 1.0  # both kinds, 1 s and 9 s (the lower middle value)
+    # the ≤ 3 s target is for the turns decided before the answer, apart from those grounding retracted
+    assert (report.no_answer_before, report.no_answer_retracted, report.no_answer_before_done_p50) == (1, 1, 1.0)
     assert "| en | 3 | 33 % | 33 % | 50 % | 50 % | 67 % |" in reports_format([report])
+    assert "| 1.0 | 1 / 1, 1.0 |" in reports_format([report])
 
 
 @pytest.mark.django_db
