@@ -308,3 +308,27 @@ def test_code_with_spaces_is_checked_word_by_word_and_a_placeholder_is_the_reade
     manual = "VACUUM FULL rewrites the table: `VACUUM FULL orders` returns the space to the operating system."
     keyword = _ground("Run `VACUUM ANALYZE orders` to return the space [1].", a1=manual)
     assert keyword.sentences[0].status == "unsupported"  # a keyword in capitals is a value, not a placeholder
+
+
+WIDGET = ('Add the widget to any page with one tag: `<script src="https://support.example.com/static/supportdesk/widget.js" '
+          'defer></script>`. The script draws a chat button in the bottom-right corner of the page.')
+TAG = '<script src="https://support.example.com/static/supportdesk/widget.js" defer></script>'
+
+
+def test_a_code_block_is_kept_whole_with_its_fences_and_its_citation_after_it():
+    # The README's first question: the model fenced the tag. Line by line, the opening fence was dropped and the
+    # closing one kept, so the customer got "<script …> [1] ``` This script …" (a tag the sanitizer removes).
+    grounding = _ground(f"Add this to your page:\n```html\n{TAG}\n```\nThe script draws a chat button in the "
+                        "bottom-right corner of the page [1].", a1=WIDGET)
+    assert [s.status for s in grounding.sentences] == ["supported", "supported", "supported"]
+    assert grounding.text == (f"Add this to your page: [1]\n\n```html\n{TAG}\n```\n[1]\n\nThe script draws a chat "
+                              "button in the bottom-right corner of the page [1].")
+
+
+def test_a_code_block_with_an_invented_line_is_dropped_whole_and_an_open_fence_is_closed():
+    invented = _ground(f"```html\n{TAG}\n<div id=\"supportdesk-root\" data-tenant=\"acme\"></div>\n```", a1=WIDGET)
+    assert invented.sentences[0].status == "unsupported" and invented.text == ""  # never half a block
+    unclosed = _ground(f"```\n{TAG}", a1=WIDGET)  # the model stopped before the closing fence
+    assert unclosed.text == f"```\n{TAG}\n```\n[1]"
+    indexed = _ground("```python\nfirst = hits[1]\n```", a1=WIDGET)  # a subscript in code is not a citation
+    assert indexed.sentences[0].cited == [] and "hits[1]" in indexed.sentences[0].text

@@ -43,6 +43,7 @@ CITATION = re.compile(r"\s*\[(\d{1,3})\]")
 SENTENCE_END = re.compile(r"(?<=[.!?…])\s+(?=[^\s\[])")
 LIST_MARK = re.compile(r"^\s*(?:[-*•]|\d{1,2}[.)])\s+")
 QUOTE_MARK = re.compile(r"^\s*>\s?")  # a line quoted from an article (ANSWER_QUOTE_FIRST): one sentence, its own block
+FENCE = re.compile(r"^\s*(`{3,}|~{3,})")  # a fenced code block: one unit, kept or dropped whole, its own block
 BARE_NUMBER = re.compile(r"\d+(?:\.\d+)?")  # a number without a unit: a version, a count the customer gave
 QUESTION_END = re.compile(r"\?[\s\"»”)]*$")  # a sentence that asks (the customer's question echoed back)
 # A sentence that stops where its value should stand: "The default value for max_connections is [1]." (the
@@ -222,9 +223,20 @@ def _value_on(flat: str, needles: list[re.Pattern[str]]) -> bool:
 
 def _sentences(text: str) -> list[tuple[str, list[int]]]:
     """(sentence without citations, its citation numbers); numbers written after the sentence's full stop
-    belong to it."""
+    belong to it. A fenced code block is one unit, fences included (closed if the model left it open); only a
+    number after its closing fence is a citation (``arr[1]`` inside is code)."""
     out: list[tuple[str, list[int]]] = []
-    for line in text.splitlines():
+    lines = iter(text.splitlines())
+    for line in lines:
+        if fence := FENCE.match(line):
+            block, numbers = [line.strip()], []
+            for inner in lines:
+                if inner.strip().startswith(fence.group(1)):
+                    numbers = [int(n) for n in CITATION.findall(inner)]
+                    break
+                block.append(inner.rstrip())
+            out.append(("\n".join([*block, fence.group(1)]), numbers))
+            continue
         for part in [line.strip()] if QUOTE_MARK.match(line) else SENTENCE_END.split(line.strip()):
             numbers = [int(n) for n in CITATION.findall(part)]
             bare = CITATION.sub("", part).strip()
@@ -283,6 +295,8 @@ def unheld_terms(question: str, asked: set[str], articles: Iterable[_Article], l
 
 def _sentence_ground(sentence: str, cited: list[int], articles: dict[int, _Article], language: str,
                      terms_min: float, asked: set[str], unheld: set[str], given: set[str]) -> SentenceGrounding:
+    if FENCE.match(sentence):
+        return _block_ground(sentence, cited, articles, language, terms_min, asked, unheld, given)
     stems = term_stems(LIST_MARK.sub("", sentence))
     values = values_of(sentence)
     if (not stems and not values) or QUESTION_END.search(sentence):  # a question asks; it states nothing
@@ -321,22 +335,45 @@ def _sentence_ground(sentence: str, cited: list[int], articles: dict[int, _Artic
                              missing_values=sorted(missing_everywhere, key=values.index))
 
 
+def _block_ground(block: str, cited: list[int], articles: dict[int, _Article], language: str, terms_min: float,
+                   asked: set[str], unheld: set[str], given: set[str]) -> SentenceGrounding:
+    """A fenced code block, line by line as sentences: supported when every line with words is, else unsupported
+    as a whole (code with one invented line, a wrong flag, is not shown; half a block would be broken code)."""
+    lines = [_sentence_ground(line.strip(), cited, articles, language, terms_min, asked, unheld, given)
+             for line in block.split("\n")[1:-1] if line.strip()]
+    checked = [g for g in lines if g.status != "neutral"]
+    values = [v for g in lines for v in g.values]
+    if not checked:
+        return SentenceGrounding(text=block, status="neutral", cited=cited)
+    if any(g.status in ("unsupported", "unchecked") for g in checked):
+        return SentenceGrounding(text=block, status="unsupported", cited=cited, values=values,
+                                 missing_values=[v for g in lines for v in g.missing_values])
+    best = next((g for g in checked if g.status == "supported"), checked[0])
+    return SentenceGrounding(text=block, status=best.status, cited=cited, supported_by=best.supported_by,
+                             values=values, citation=best.citation)
+
+
 def _cite(sentence: str, number: int | None) -> str:
-    """The sentence with its citation before its closing punctuation."""
+    """The sentence with its citation before its closing punctuation; a code block's on the line after it."""
     if number is None:
         return sentence
+    if FENCE.match(sentence):
+        return f"{sentence}\n[{number}]"
     body = sentence.rstrip(".!?…")
     return f"{body} [{number}]{sentence[len(body):]}"
 
 
 def _join(lines: list[str]) -> str:
     """Sentences back into text: list items on their own lines, prose joined with spaces, a quoted line
-    a paragraph of its own."""
+    and a code block each a paragraph of its own."""
+    def apart(line: str) -> bool:
+        return bool(QUOTE_MARK.match(line) or FENCE.match(line))
+
     out: list[str] = []
     for line in lines:
-        if out and not LIST_MARK.match(line) and not QUOTE_MARK.match(line) and not QUOTE_MARK.match(out[-1]):
+        if out and not LIST_MARK.match(line) and not apart(line) and not apart(out[-1]):
             out[-1] = f"{out[-1]} {line}" if not LIST_MARK.match(out[-1]) else out[-1] + "\n" + line
         else:
             out.append(line)
-    return "".join(("\n\n" if QUOTE_MARK.match(block) or QUOTE_MARK.match(out[i - 1]) else "\n") + block if i else block
+    return "".join(("\n\n" if apart(block) or apart(out[i - 1]) else "\n") + block if i else block
                    for i, block in enumerate(out))
