@@ -25,7 +25,9 @@ citation are *unchecked*: dropped, and not counted against the share. Sentences 
 where its value should stand ("The default is [1].") is *unsupported*. A bare number the customer gave ("PostgreSQL
 15") need not be in the article when the sentence states a value of its own beside it; said alone, it must. A citation stays only on a sentence its article supports; an unsupported sentence
 is dropped; a supported sentence that cites nothing, or cites the wrong article, gets the
-number of the article that supports it best.
+number of the article that supports it best. A fenced code block is one unit, its lines checked as
+sentences: shown whole, its citation on the line after it, when every line with words is supported,
+else dropped whole.
 """
 
 from __future__ import annotations
