@@ -425,38 +425,42 @@ class ConnectionSampler:
             connection.close()
 
 
+def _processes() -> dict[int, list[str]]:
+    """Every process's ``/proc/PID/stat`` fields after its name (field 1 the parent, 11 and 12 user and system ticks)."""
+    fields: dict[int, list[str]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields[int(entry)] = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+    return fields
+
+
 def services_pids(launcher: int) -> dict[str, int]:
     """PostgreSQL's and Redis's server processes among ``launcher``'s children, to count their CPU apart."""
     found: dict[str, int] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
+    for pid, fields in _processes().items():
+        if int(fields[1]) != launcher:
             continue
         try:
-            parent = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
         # Redis rewrites its title ("redis-server 127.0.0.1:6379"): the program is the first word.
         names = {Path(arg.decode(errors="replace")).name.split(" ")[0] for arg in argv if arg}
         for name, program in (("postgres", "postgres"), ("redis", "redis-server")):
-            if parent == launcher and program in names:
-                found[name] = int(entry)
+            if program in names:
+                found[name] = pid
     return found
 
 
 def cpu_seconds(roots: dict[str, int]) -> dict[str, float]:
     """CPU seconds used so far by each named process and its descendants (Linux /proc)."""
     ticks = os.sysconf("SC_CLK_TCK")
-    parent: dict[int, int] = {}
-    used: dict[int, float] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            parent[int(entry)] = int(fields[1])
-            used[int(entry)] = (int(fields[11]) + int(fields[12])) / ticks
+    processes = _processes()
+    parent = {pid: int(fields[1]) for pid, fields in processes.items()}
+    used = {pid: (int(fields[11]) + int(fields[12])) / ticks for pid, fields in processes.items()}
 
     def root_of(pid: int) -> str | None:
         while pid > 1:

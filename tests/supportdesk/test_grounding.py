@@ -330,5 +330,6 @@ def test_a_code_block_with_an_invented_line_is_dropped_whole_and_an_open_fence_i
     assert invented.sentences[0].status == "unsupported" and invented.text == ""  # never half a block
     unclosed = _ground(f"```\n{TAG}", a1=WIDGET)  # the model stopped before the closing fence
     assert unclosed.text == f"```\n{TAG}\n```\n[1]"
+    assert _ground("```\n}\n```", a1=WIDGET).text == "```\n}\n```"  # nothing to check: kept, uncited
     indexed = _ground("```python\nfirst = hits[1]\n```", a1=WIDGET)  # a subscript in code is not a citation
     assert indexed.sentences[0].cited == [] and "hits[1]" in indexed.sentences[0].text

@@ -347,7 +347,7 @@ def _block_ground(block: str, cited: list[int], articles: dict[int, _Article], l
     values = [v for g in lines for v in g.values]
     if not checked:
         return SentenceGrounding(text=block, status="neutral", cited=cited)
-    if any(g.status in ("unsupported", "unchecked") for g in checked):
+    if any(g.status == "unsupported" for g in checked):
         return SentenceGrounding(text=block, status="unsupported", cited=cited, values=values,
                                  missing_values=[v for g in lines for v in g.missing_values])
     best = next((g for g in checked if g.status == "supported"), checked[0])
