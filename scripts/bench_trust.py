@@ -7,9 +7,12 @@ Articles are the demo knowledge base's and the manual pages' sections as ingesti
 cut to the answer prompt's budget (``LLM_CONTEXT_BUDGET`` of the run command, 400 tokens over two
 to five articles). Each simulated turn takes a question, its five best articles by shared words,
 and a five-sentence answer mixing lines copied from them, paraphrases, values from a neighbouring
-line and invented sentences. It prints the CPU time (``time.process_time``) of ``coverage_assess``
-and of ``answer_ground`` per turn, p50 / p95, with a cold stem cache (every turn's words new to the
-process: the worst case) and a warm one (a worker that has seen the knowledge base's words).
+line and invented sentences. It prints the CPU time (``time.process_time``, the embedder's threads
+included) per turn, p50 / p95, of ``coverage_assess``, of ``answer_ground``, and of what follows it: the
+judgement whether the answer fails and, when it does, the quote that stands in for it (``quote_best``:
+the bundled embedder weighs its candidate lines; the question's vector is made beforehand, as the
+guardian makes the message's). Cold caches: every turn's words and article lines new to the process
+(the worst case); warm: a worker that has seen the knowledge base.
 """
 
 from __future__ import annotations
@@ -35,7 +38,10 @@ from retrieval.coverage import coverage_assess  # noqa: E402
 from retrieval.demo import DEMO_KB_DIR  # noqa: E402
 from retrieval.parsing import document_parse  # noqa: E402
 from retrieval.terms import term_stems, word_stem  # noqa: E402
+from retrieval.embedders import embedder_get  # noqa: E402
+from supportdesk.pipeline.answer import trust  # noqa: E402
 from supportdesk.pipeline.answer.grounding import answer_ground  # noqa: E402
+from supportdesk.pipeline.answer.kb import KbResult, KbSource  # noqa: E402
 
 BUDGET_WORDS = 300  # ~400 tokens
 
@@ -78,23 +84,33 @@ def main() -> int:
     rng = random.Random(7)
     cases = [turn_case(rng, pool) for _ in range(args.turns)]
     print(f"{len(pool)} article sections, {len(cases)} turns")
+    embedder_get().embed_queries([question for question, _, _ in cases])  # the guardian's, in a turn
     for cache in ("cold", "warm"):
-        coverage, grounding = [], []
+        coverage, grounding, quote, failed, quoted = [], [], [], 0, 0
         for question, articles, answer in cases:
             if cache == "cold":
                 word_stem.cache_clear()
+                trust._LINE_VECTORS.clear()
             started = time.process_time()
             coverage_assess(message=question, language="en", dense=0.9, articles=articles)
             middle = time.process_time()
-            answer_ground(text=answer, articles=dict(enumerate(articles, 1)), language="en", terms_min=0.5)
+            grounded = answer_ground(text=answer, articles=dict(enumerate(articles, 1)), language="en",
+                                     terms_min=0.5, question=question)
             ended = time.process_time()
+            if trust.grounding_fails(grounded, question=question, language="en"):
+                failed += 1
+                search = KbResult(query=question, texts=dict(enumerate(articles, 1)),
+                                  sources=[KbSource(number=n, title=f"article {n}") for n in range(1, len(articles) + 1)])
+                quoted += trust.quote_best(question=question, searches=[search]) is not None
+            quote.append((time.process_time() - ended) * 1000)
             coverage.append((middle - started) * 1000)
             grounding.append((ended - middle) * 1000)
-        for name, values in (("coverage", coverage), ("grounding", grounding),
-                             ("both", [a + b for a, b in zip(coverage, grounding, strict=True)])):
+        print(f"{cache} caches: {failed} of {len(cases)} answers failed grounding, {quoted} of them quoted")
+        for name, values in (("coverage", coverage), ("grounding", grounding), ("quote", quote),
+                             ("all", [a + b + c for a, b, c in zip(coverage, grounding, quote, strict=True)])):
             values.sort()
             p95 = values[int(0.95 * (len(values) - 1))]
-            print(f"{cache} stem cache: {name:<9} CPU per turn p50 {statistics.median(values):6.2f} ms, p95 {p95:6.2f} ms")
+            print(f"{cache} caches: {name:<9} CPU per turn p50 {statistics.median(values):6.2f} ms, p95 {p95:6.2f} ms")
     return 0
 
 

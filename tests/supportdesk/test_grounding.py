@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from supportdesk.pipeline.answer.grounding import answer_ground, values_of
 from supportdesk.pipeline.answer.trust import grounding_fails
 
@@ -277,6 +279,35 @@ def test_the_quote_is_the_best_ranked_article_s_line_a_number_for_a_value_questi
     assert quote_best(question="Does the reset link open a webhook?", searches=[search]) is None
     # Too few of the question's words on any line: nothing is quoted.
     assert quote_best(question="Can I get a refund for a plane ticket booked with a reset link?", searches=[search]) is None
+
+
+def test_an_article_line_is_embedded_once_for_every_quote_that_weighs_it(settings, monkeypatch):
+    from retrieval.embedders import embedder_get
+    from supportdesk.pipeline.answer import trust
+    from supportdesk.pipeline.answer.kb import KbResult, KbSource
+
+    settings.ANSWER_GROUNDING_QUOTE = True
+    settings.RETRIEVAL_EMBEDDER = "local"
+    real, embedded = embedder_get(), []
+
+    class Counting:
+        name = "counting"
+
+        def embed_passages(self, texts: list[str]) -> Any:
+            embedded.append(list(texts))
+            return real.embed_passages(texts)
+
+        def embed_queries(self, texts: list[str]) -> Any:
+            return real.embed_queries(texts)
+
+    monkeypatch.setattr(trust, "embedder_get", Counting)
+    lines = ["The reset link can be requested 5 times a day.", "The reset link is valid for 30 minutes after it is sent."]
+    search = KbResult(query="", texts={1: "Password reset\n" + "\n".join(lines)},
+                      sources=[KbSource(number=1, title="Password reset")])
+    first = trust.quote_best(question="How long can I use the reset link?", searches=[search])
+    again = trust.quote_best(question="How many times can I ask for the reset link?", searches=[search])
+    assert first is not None and again is not None and (first[0], again[0]) == (lines[1], lines[0])
+    assert embedded == [lines]  # the second quote weighed the same lines with the vectors of the first
 
 
 def test_a_bare_number_the_customer_gave_is_context_beside_a_value_of_the_sentence_s_own():

@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
+from collections import OrderedDict
+
+import numpy as np
 
 from django.conf import settings
 
 from retrieval.coverage import Coverage, coverage_assess
-from retrieval.embedders import embedder_get
+from retrieval.embedders import Embedder, embedder_get
 from retrieval.language import language_detect
 from retrieval.terms import names_of, term_stems
 from sgr.intent import intent_echoes_example
@@ -34,6 +38,7 @@ from supportdesk.pipeline.plan import verdict_read
 
 QUOTE_MIN_TERMS = 2  # a quoted line shares at least this many content words with the question
 QUOTE_CANDIDATES = 6  # lines compared with the question by meaning (one embedding call)
+QUOTE_LINE_VECTORS = 4096  # article lines' vectors kept per process (~6 MB)
 # A question asking for a value: a number answers it ("how often", "the largest", "сколько", "по умолчанию").
 VALUE_ASKED = re.compile(
     r"\b(?:how (?:many|much|often|long|big|large|small)|max(?:imum)?|min(?:imum)?|largest|biggest|smallest|longest"
@@ -187,11 +192,34 @@ def _line_closest(question: str, lines: list[str]) -> str:
         return lines[0]
     try:
         embedder = embedder_get()
-        closeness = embedder.embed_passages(lines) @ embedder.embed_queries([question])[0]
+        # The question is the customer's message: its vector is the one the guardian and the planner made.
+        closeness = _line_vectors(embedder, lines) @ embedder.embed_queries([question])[0]
     except Exception:  # noqa: BLE001 - the embedder down or misconfigured: the words decide
         log.warning("quote: the embedder failed; the line sharing most words is quoted", exc_info=True)
         return lines[0]
     return lines[int(closeness.argmax())]
+
+
+_LINE_VECTORS: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+_LINE_VECTORS_LOCK = threading.Lock()
+
+
+def _line_vectors(embedder: Embedder, lines: list[str]) -> np.ndarray:
+    """The lines' passage vectors, the last ``QUOTE_LINE_VECTORS`` kept per process: the articles customers ask
+    about most are quoted most, so their lines are embedded once."""
+    name = getattr(embedder, "name", type(embedder).__name__)
+    with _LINE_VECTORS_LOCK:
+        found = {line: _LINE_VECTORS[(name, line)] for line in lines if (name, line) in _LINE_VECTORS}
+    missing = [line for line in dict.fromkeys(lines) if line not in found]
+    if missing:
+        found |= dict(zip(missing, embedder.embed_passages(missing), strict=True))
+    with _LINE_VECTORS_LOCK:
+        for line in lines:
+            _LINE_VECTORS[(name, line)] = found[line]
+            _LINE_VECTORS.move_to_end((name, line))
+        while len(_LINE_VECTORS) > QUOTE_LINE_VECTORS:
+            _LINE_VECTORS.popitem(last=False)
+    return np.vstack([found[line] for line in lines])
 
 
 def quote_answer(*, line: str, source: KbSource, language: str) -> str:
