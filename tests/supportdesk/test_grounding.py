@@ -262,9 +262,9 @@ def test_the_quote_is_the_best_ranked_article_s_line_a_number_for_a_value_questi
     other = "Checkpoints\nThe autovacuum launcher and every database check wake up at the checkpoint: 5 minutes by default."
     search = KbResult(query="", texts={1: vacuum, 2: other},
                       sources=[KbSource(number=1, title="Automatic Vacuuming"), KbSource(number=2, title="Checkpoints")])
-    question = "How often does the autovacuum launcher wake up to check each database by default?"
+    question = "How often does the autovacuum launcher check each database by default?"
     # The second article's line shares more of the question's words; only the best-ranked article is quoted,
-    # and of its lines the one with a number answers "how often".
+    # and of its lines (both hold three fifths of the question's words) the one with a number answers "how often".
     line, source = quote_best(question=question, searches=[search])
     assert line.startswith("autovacuum_naptime") and source.number == 1
     ranked_first = KbResult(query="", texts={1: other}, sources=[KbSource(number=1, title="Checkpoints")])
@@ -301,6 +301,7 @@ def test_an_article_line_is_embedded_once_for_every_quote_that_weighs_it(setting
             return real.embed_queries(texts)
 
     monkeypatch.setattr(trust, "embedder_get", Counting)
+    settings.ANSWER_GROUNDING_QUOTE_MIN = 0.5  # both lines are candidates for both questions
     lines = ["The reset link can be requested 5 times a day.", "The reset link is valid for 30 minutes after it is sent."]
     search = KbResult(query="", texts={1: "Password reset\n" + "\n".join(lines)},
                       sources=[KbSource(number=1, title="Password reset")])
