@@ -86,7 +86,7 @@ def main() -> int:
     print(f"{len(pool)} article sections, {len(cases)} turns")
     embedder_get().embed_queries([question for question, _, _ in cases])  # the guardian's, in a turn
     for cache in ("cold", "warm"):
-        coverage, grounding, quote, failed, quoted = [], [], [], 0, 0
+        coverage, grounding, quote, failed, quoted, quoting = [], [], [], 0, 0, []
         for question, articles, answer in cases:
             if cache == "cold":
                 word_stem.cache_clear()
@@ -101,16 +101,30 @@ def main() -> int:
                 failed += 1
                 search = KbResult(query=question, texts=dict(enumerate(articles, 1)),
                                   sources=[KbSource(number=n, title=f"article {n}") for n in range(1, len(articles) + 1)])
-                quoted += trust.quote_best(question=question, searches=[search]) is not None
+                if trust.quote_best(question=question, searches=[search]) is not None:
+                    quoted += 1
+                    quoting.append((time.process_time() - ended) * 1000)
             quote.append((time.process_time() - ended) * 1000)
             coverage.append((middle - started) * 1000)
             grounding.append((ended - middle) * 1000)
-        print(f"{cache} caches: {failed} of {len(cases)} answers failed grounding, {quoted} of them quoted")
+        print(f"{cache} caches: {failed} of {len(cases)} answers failed grounding, {quoted} of them quoted"
+              + (f" (the quoted turns' CPU after grounding: p50 {statistics.median(quoting):.2f} ms, "
+                 f"max {max(quoting):.2f} ms)" if quoting else ""))
         for name, values in (("coverage", coverage), ("grounding", grounding), ("quote", quote),
                              ("all", [a + b + c for a, b, c in zip(coverage, grounding, quote, strict=True)])):
             values.sort()
             p95 = values[int(0.95 * (len(values) - 1))]
             print(f"{cache} caches: {name:<9} CPU per turn p50 {statistics.median(values):6.2f} ms, p95 {p95:6.2f} ms")
+    lines = [line for text in pool[:12] for line in text.splitlines()[1:] if len(line.split()) > 8]
+    worst = []
+    for start in range(0, min(len(lines), 60) - trust.QUOTE_CANDIDATES + 1, trust.QUOTE_CANDIDATES):
+        trust._LINE_VECTORS.clear()
+        started = time.process_time()
+        trust._line_vectors(embedder_get(), lines[start:start + trust.QUOTE_CANDIDATES])
+        worst.append((time.process_time() - started) * 1000)
+    if worst:
+        print(f"a quote weighing {trust.QUOTE_CANDIDATES} candidate lines never embedded before (its worst case, once per line and process): "
+              f"CPU p50 {statistics.median(worst):.1f} ms, max {max(worst):.1f} ms over {len(worst)} sets of lines")
     return 0
 
 
