@@ -412,7 +412,7 @@ ANSWER_GROUNDING = env.bool("ANSWER_GROUNDING", default=True)
 ANSWER_GROUNDING_TERMS_MIN = env.float("ANSWER_GROUNDING_TERMS_MIN", default=0.5)
 ANSWER_GROUNDING_MIN_SHARE = env.float("ANSWER_GROUNDING_MIN_SHARE", default=0.5)
 ANSWER_GROUNDING_QUOTE = env.bool("ANSWER_GROUNDING_QUOTE", default=True)
-ANSWER_GROUNDING_QUOTE_MIN = env.float("ANSWER_GROUNDING_QUOTE_MIN", default=0.6)
+ANSWER_GROUNDING_QUOTE_MIN = env.float("ANSWER_GROUNDING_QUOTE_MIN", default=0.8)
 # The answer prompt asks the model to copy the line that answers first, then answer from it (off: the
 # plain prompt; measured side by side in docs/benchmarks.md).
 ANSWER_QUOTE_FIRST = env.bool("ANSWER_QUOTE_FIRST", default=False)

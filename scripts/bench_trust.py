@@ -7,12 +7,11 @@ Articles are the demo knowledge base's and the manual pages' sections as ingesti
 cut to the answer prompt's budget (``LLM_CONTEXT_BUDGET`` of the run command, 400 tokens over two
 to five articles). Each simulated turn takes a question, its five best articles by shared words,
 and a five-sentence answer mixing lines copied from them, paraphrases, values from a neighbouring
-line and invented sentences. It prints the CPU time (``time.process_time``, the embedder's threads
-included) per turn, p50 / p95, of ``coverage_assess``, of ``answer_ground``, and of what follows it: the
-judgement whether the answer fails and, when it does, the quote that stands in for it (``quote_best``:
-the bundled embedder weighs its candidate lines; the question's vector is made beforehand, as the
-guardian makes the message's). Cold caches: every turn's words and article lines new to the process
-(the worst case); warm: a worker that has seen the knowledge base.
+line and invented sentences. It prints the CPU time (``time.process_time``) per turn, p50 / p95, of
+``coverage_assess``, of ``answer_ground``, and of what follows it: the judgement whether the answer
+fails and, when it does, the article line quoted in its place (``quote_best``). Cold caches: every
+turn's words new to the process (the worst case); warm: a worker that has seen the knowledge base's
+words.
 """
 
 from __future__ import annotations
@@ -38,7 +37,6 @@ from retrieval.coverage import coverage_assess  # noqa: E402
 from retrieval.demo import DEMO_KB_DIR  # noqa: E402
 from retrieval.parsing import document_parse  # noqa: E402
 from retrieval.terms import term_stems, word_stem  # noqa: E402
-from retrieval.embedders import embedder_get  # noqa: E402
 from supportdesk.pipeline.answer import trust  # noqa: E402
 from supportdesk.pipeline.answer.grounding import answer_ground  # noqa: E402
 from supportdesk.pipeline.answer.kb import KbResult, KbSource  # noqa: E402
@@ -84,13 +82,11 @@ def main() -> int:
     rng = random.Random(7)
     cases = [turn_case(rng, pool) for _ in range(args.turns)]
     print(f"{len(pool)} article sections, {len(cases)} turns")
-    embedder_get().embed_queries([question for question, _, _ in cases])  # the guardian's, in a turn
     for cache in ("cold", "warm"):
         coverage, grounding, quote, failed, quoted, quoting = [], [], [], 0, 0, []
         for question, articles, answer in cases:
             if cache == "cold":
                 word_stem.cache_clear()
-                trust._LINE_VECTORS.clear()
             started = time.process_time()
             coverage_assess(message=question, language="en", dense=0.9, articles=articles)
             middle = time.process_time()
@@ -115,16 +111,6 @@ def main() -> int:
             values.sort()
             p95 = values[int(0.95 * (len(values) - 1))]
             print(f"{cache} caches: {name:<9} CPU per turn p50 {statistics.median(values):6.2f} ms, p95 {p95:6.2f} ms")
-    lines = [line for text in pool[:12] for line in text.splitlines()[1:] if len(line.split()) > 8]
-    worst = []
-    for start in range(0, min(len(lines), 60) - trust.QUOTE_CANDIDATES + 1, trust.QUOTE_CANDIDATES):
-        trust._LINE_VECTORS.clear()
-        started = time.process_time()
-        trust._line_vectors(embedder_get(), lines[start:start + trust.QUOTE_CANDIDATES])
-        worst.append((time.process_time() - started) * 1000)
-    if worst:
-        print(f"a quote weighing {trust.QUOTE_CANDIDATES} candidate lines never embedded before (its worst case, once per line and process): "
-              f"CPU p50 {statistics.median(worst):.1f} ms, max {max(worst):.1f} ms over {len(worst)} sets of lines")
     return 0
 
 

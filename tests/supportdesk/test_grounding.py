@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from supportdesk.pipeline.answer.grounding import answer_ground, values_of
 from supportdesk.pipeline.answer.trust import grounding_fails
 
@@ -246,69 +244,6 @@ def test_the_quoted_line_names_the_setting_the_question_asks_about(settings):
     assert line.startswith("autovacuum_multixact_freeze_max_age")
     # Without a name in the question, the same line may answer its words.
     assert quote_best(question="What is the default freeze age before a vacuum is forced?", searches=[search]) is not None
-
-
-def test_the_quote_is_the_best_ranked_article_s_line_a_number_for_a_value_question_the_closest_in_meaning(settings):
-    from supportdesk.pipeline.answer.kb import KbResult, KbSource
-    from supportdesk.pipeline.answer.trust import quote_best
-
-    settings.ANSWER_GROUNDING_QUOTE = True
-    settings.RETRIEVAL_EMBEDDER = "local"  # the bundled embedder judges meaning
-    vacuum = ("Automatic Vacuuming\n"
-              "autovacuum (boolean): Controls whether the server should run the autovacuum launcher daemon. "
-              "This is on by default.\n"
-              "autovacuum_naptime (integer): Specifies the minimum delay between autovacuum runs on any given "
-              "database. The default is one minute (1min).")
-    other = "Checkpoints\nThe autovacuum launcher and every database check wake up at the checkpoint: 5 minutes by default."
-    search = KbResult(query="", texts={1: vacuum, 2: other},
-                      sources=[KbSource(number=1, title="Automatic Vacuuming"), KbSource(number=2, title="Checkpoints")])
-    question = "How often does the autovacuum launcher check each database by default?"
-    # The second article's line shares more of the question's words; only the best-ranked article is quoted,
-    # and of its lines (both hold three fifths of the question's words) the one with a number answers "how often".
-    line, source = quote_best(question=question, searches=[search])
-    assert line.startswith("autovacuum_naptime") and source.number == 1
-    ranked_first = KbResult(query="", texts={1: other}, sources=[KbSource(number=1, title="Checkpoints")])
-    assert quote_best(question=question, searches=[ranked_first])[0].startswith("The autovacuum launcher")
-    # Two lines with numbers and the question's words: the one that means what is asked.
-    reset = ("Password reset\nThe reset link can be requested 5 times a day.\n"
-             "The reset link is valid for 30 minutes after it is sent.")
-    search = KbResult(query="", texts={1: reset}, sources=[KbSource(number=1, title="Password reset")])
-    assert "30 minutes" in quote_best(question="How long can I use the reset link?", searches=[search])[0]
-    assert "5 times" in quote_best(question="How many times can I ask for the reset link?", searches=[search])[0]
-    # Whether something no article names exists: no line answers it.
-    assert quote_best(question="Does the reset link open a webhook?", searches=[search]) is None
-    # Too few of the question's words on any line: nothing is quoted.
-    assert quote_best(question="Can I get a refund for a plane ticket booked with a reset link?", searches=[search]) is None
-
-
-def test_an_article_line_is_embedded_once_for_every_quote_that_weighs_it(settings, monkeypatch):
-    from retrieval.embedders import embedder_get
-    from supportdesk.pipeline.answer import trust
-    from supportdesk.pipeline.answer.kb import KbResult, KbSource
-
-    settings.ANSWER_GROUNDING_QUOTE = True
-    settings.RETRIEVAL_EMBEDDER = "local"
-    real, embedded = embedder_get(), []
-
-    class Counting:
-        name = "counting"
-
-        def embed_passages(self, texts: list[str]) -> Any:
-            embedded.append(list(texts))
-            return real.embed_passages(texts)
-
-        def embed_queries(self, texts: list[str]) -> Any:
-            return real.embed_queries(texts)
-
-    monkeypatch.setattr(trust, "embedder_get", Counting)
-    settings.ANSWER_GROUNDING_QUOTE_MIN = 0.5  # both lines are candidates for both questions
-    lines = ["The reset link can be requested 5 times a day.", "The reset link is valid for 30 minutes after it is sent."]
-    search = KbResult(query="", texts={1: "Password reset\n" + "\n".join(lines)},
-                      sources=[KbSource(number=1, title="Password reset")])
-    first = trust.quote_best(question="How long can I use the reset link?", searches=[search])
-    again = trust.quote_best(question="How many times can I ask for the reset link?", searches=[search])
-    assert first is not None and again is not None and (first[0], again[0]) == (lines[1], lines[0])
-    assert embedded == [lines]  # the second quote weighed the same lines with the vectors of the first
 
 
 def test_a_bare_number_the_customer_gave_is_context_beside_a_value_of_the_sentence_s_own():

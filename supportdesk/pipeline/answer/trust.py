@@ -10,17 +10,9 @@ one line of an article clearly answers the question, that line is shown verbatim
 
 from __future__ import annotations
 
-import logging
-import re
-import threading
-from collections import OrderedDict
-
-import numpy as np
-
 from django.conf import settings
 
 from retrieval.coverage import Coverage, coverage_assess
-from retrieval.embedders import Embedder, embedder_get
 from retrieval.language import language_detect
 from retrieval.terms import names_of, term_stems
 from sgr.intent import intent_echoes_example
@@ -37,19 +29,6 @@ from supportdesk.pipeline.answer.kb import KbResult, KbSource
 from supportdesk.pipeline.plan import verdict_read
 
 QUOTE_MIN_TERMS = 2  # a quoted line shares at least this many content words with the question
-QUOTE_CANDIDATES = 6  # lines compared with the question by meaning (one embedding call)
-QUOTE_LINE_VECTORS = 4096  # article lines' vectors kept per process (~6 MB)
-# A question asking for a value: a number answers it ("how often", "the largest", "сколько", "по умолчанию").
-VALUE_ASKED = re.compile(
-    r"\b(?:how (?:many|much|often|long|big|large|small)|max(?:imum)?|min(?:imum)?|largest|biggest|smallest|longest"
-    r"|default|limit|range|size|port|number of|at what)\b|сколько|диапазон|максимал|минимал|умолчани|дефолт|лимит"
-    r"|размер|предел|порт\b", re.IGNORECASE)
-DIGIT = re.compile(r"\d")
-# A question asking whether ("Does the reset page send a webhook?", "Можно ли …"): a line without the thing asked
-# about does not answer it, however many of its other words the line shares.
-WHETHER_ASKED = re.compile(r"(?:^|[.!?]\s+)(?:does|do|did|is|are|was|were|can|could|will|would|should|has|have)\b"
-                           r"|\bли\b", re.IGNORECASE)
-log = logging.getLogger(__name__)
 TOPIC_MIN_TERMS = 2  # a question with fewer content words is not compared with what the answer is about
 
 
@@ -118,108 +97,44 @@ def grounding_fails(grounding: Grounding, *, question: str, language: str) -> bo
 
 def quote_best(*, question: str, searches: list[KbResult], topics: list[str] | None = None
                ) -> tuple[str, KbSource] | None:
-    """The line of the best-ranked article that answers the question most clearly, with its source; ``None``
-    when no line does.
-
-    Only the best-ranked article's lines are read (the first search's first number): retrieval finds the right
-    article, and lines of the others were where the wrong values came from (a neighbouring type's size, another
-    setting's paragraph). A candidate line shares ``QUOTE_MIN_TERMS`` or more content words with the question and at
-    least ``ANSWER_GROUNDING_QUOTE_MIN`` of them, counted against the question or against its translation (the
-    plan's sub-queries in another language, read when the article is not in the question's); it says something
-    beyond the question's words (the article's title or a heading answers nothing) and names the technical names
-    the question asks about (``retrieval.terms.names_of``: the line on ``autovacuum_multixact_freeze_max_age``
-    does not answer "the default vacuum_freeze_min_age"). A question asking whether something no article names
-    exists or happens ("Does the reset page send a webhook?") gets no quote. A question asking for a value ("how often", "the
-    largest", "по умолчанию") is answered by a line with a number when one is a candidate. Of the candidates,
-    the ``QUOTE_CANDIDATES`` sharing the most words are compared with the question by meaning (the embedder,
-    which also reads across languages), and the closest is quoted; by shared words alone when the embedder
-    fails."""
+    """The article line that answers the question most clearly (at least ``ANSWER_GROUNDING_QUOTE_MIN`` of
+    its content words, and two or more of them), with its source; ``None`` when no line does. A line with
+    no word beyond the question's (the article's title or a heading: "Password reset") answers nothing; nor
+    does one without the technical name the question asks about (``retrieval.terms.names_of``: the line on
+    ``autovacuum_multixact_freeze_max_age`` for "the default vacuum_freeze_min_age"). ``topics``: the plan's
+    sub-queries (:func:`query_topics`); those in another language than the question's are its words in the
+    articles' language, read when no article is in the question's language (a Russian question, English pages)."""
     if not settings.ANSWER_GROUNDING_QUOTE:
         return None
-    best = _best_source(searches)
-    if best is None:
+    names = names_of(question)
+    found = _line_best(term_stems(question), names, searches)
+    if found is not None or not topics:
+        return found
+    language = language_detect(question)
+    translated = [t for t in topics if language_detect(t, default=language) != language]
+    if not translated or any(language_detect(body, default=language) == language
+                             for s in searches for body in s.texts.values()):
         return None
-    source, body = best
-    question_language = language_detect(question)
-    own = term_stems(question)
-    translated = {stem for topic in topics or [] if language_detect(topic, default=question_language) != question_language
-                  for stem in term_stems(topic)}
-    if language_detect(body, default=question_language) == question_language:
-        translated = set()  # the article reads in the question's words
-    if WHETHER_ASKED.search(question) and _unnamed(own, searches, question_language):
-        return None  # whether something no article names exists: nothing to quote
-    candidates = _lines_shared(body, own, translated, names_of(question))
-    if VALUE_ASKED.search(question) and any(DIGIT.search(line) for _, line in candidates):
-        candidates = [(share, line) for share, line in candidates if DIGIT.search(line)]
-    if not candidates:
+    return _line_best(term_stems(" ".join(translated)), names, searches)
+
+
+def _line_best(asked: set[str], names: list[str], searches: list[KbResult]) -> tuple[str, KbSource] | None:
+    """:func:`quote_best`'s search for the line sharing the most of ``asked`` (stems), naming ``names``."""
+    if len(asked) < QUOTE_MIN_TERMS:
         return None
-    candidates = sorted(candidates, key=lambda c: -c[0])[:QUOTE_CANDIDATES]
-    return _line_closest(question, [line for _, line in candidates]), source
-
-
-def _unnamed(own: set[str], searches: list[KbResult], language: str) -> set[str]:
-    """The question's words (``own``) that no article in its language holds; none when no article is in it
-    (words cannot be compared across languages)."""
-    same = [term_stems(body) for s in searches for body in s.texts.values()
-            if language_detect(body, default=language) == language]
-    return own - set().union(*same) if same else set()
-
-
-def _best_source(searches: list[KbResult]) -> tuple[KbSource, str] | None:
-    """The best-ranked article the model was given (the lowest number), with what it read of it."""
-    given = [(source, s.texts[source.number]) for s in searches for source in s.sources if s.texts.get(source.number)]
-    return min(given, key=lambda g: g[0].number, default=None)
-
-
-def _lines_shared(body: str, own: set[str], translated: set[str], names: list[str]) -> list[tuple[float, str]]:
-    """:func:`quote_best`'s candidate lines of ``body``, each with the share of the question's words it holds."""
-    asked = own | translated
-    out: list[tuple[float, str]] = []
-    for raw in body.splitlines():
-        line = raw.strip(" -")
-        stems = term_stems(line)
-        share = max(len(own & stems) / len(own) if own else 0.0,
-                    len(translated & stems) / len(translated) if translated else 0.0)
-        if len(asked & stems) >= QUOTE_MIN_TERMS and share >= settings.ANSWER_GROUNDING_QUOTE_MIN \
-                and stems - asked and (not names or any(n in line.lower() for n in names)):
-            out.append((share, line))
-    return out
-
-
-def _line_closest(question: str, lines: list[str]) -> str:
-    """Of ``lines`` (best by shared words first), the closest in meaning to the question."""
-    if len(lines) == 1:
-        return lines[0]
-    try:
-        embedder = embedder_get()
-        # The question is the customer's message: its vector is the one the guardian and the planner made.
-        closeness = _line_vectors(embedder, lines) @ embedder.embed_queries([question])[0]
-    except Exception:  # noqa: BLE001 - the embedder down or misconfigured: the words decide
-        log.warning("quote: the embedder failed; the line sharing most words is quoted", exc_info=True)
-        return lines[0]
-    return lines[int(closeness.argmax())]
-
-
-_LINE_VECTORS: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
-_LINE_VECTORS_LOCK = threading.Lock()
-
-
-def _line_vectors(embedder: Embedder, lines: list[str]) -> np.ndarray:
-    """The lines' passage vectors, the last ``QUOTE_LINE_VECTORS`` kept per process: the articles customers ask
-    about most are quoted most, so their lines are embedded once."""
-    name = getattr(embedder, "name", type(embedder).__name__)
-    with _LINE_VECTORS_LOCK:
-        found = {line: _LINE_VECTORS[(name, line)] for line in lines if (name, line) in _LINE_VECTORS}
-    missing = [line for line in dict.fromkeys(lines) if line not in found]
-    if missing:
-        found |= dict(zip(missing, embedder.embed_passages(missing), strict=True))
-    with _LINE_VECTORS_LOCK:
-        for line in lines:
-            _LINE_VECTORS[(name, line)] = found[line]
-            _LINE_VECTORS.move_to_end((name, line))
-        while len(_LINE_VECTORS) > QUOTE_LINE_VECTORS:
-            _LINE_VECTORS.popitem(last=False)
-    return np.vstack([found[line] for line in lines])
+    sources = {source.number: source for s in searches for source in s.sources}
+    best: tuple[float, str, KbSource] | None = None
+    for search in searches:
+        for number, body in search.texts.items():
+            for line in body.splitlines():
+                stems = term_stems(line)
+                shared = asked & stems
+                share = len(shared) / len(asked)
+                if len(shared) >= QUOTE_MIN_TERMS and share >= settings.ANSWER_GROUNDING_QUOTE_MIN and number in sources \
+                        and stems - asked and (not names or any(n in line.lower() for n in names)) \
+                        and (best is None or share > best[0]):
+                    best = (share, line.strip(" -"), sources[number])
+    return None if best is None else (best[1], best[2])
 
 
 def quote_answer(*, line: str, source: KbSource, language: str) -> str:
