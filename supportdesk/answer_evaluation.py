@@ -73,7 +73,7 @@ class CaseResult(BaseModel):
     answer: str = ""
     wrong_number: bool | None = None  # covered: lacks a numeric key fact and states another number
     false_answer: bool | None = None  # uncovered: answered with a cited source
-    refused: bool | None = None  # covered: ended no_answer or blocked
+    refused: bool | None = None  # covered: ended no_answer, blocked or handed to a person
     precise_citations: int = 0  # cited articles that are the expected one (covered questions)
     supported_share: float | None = None
     intent_echo: bool = False
@@ -214,7 +214,10 @@ def case_score(case: AnswerCase, turn: Turn, *, replayed: Replayed | None = None
     return result
 
 
-REFUSALS = ("no_answer", "block", "guardian_block")
+REFUSALS = ("no_answer", "block", "guardian_block", "handoff")  # a covered question not answered
+# An uncovered question is rightly not answered: told so, or handed to a person (who can help where the
+# knowledge base cannot). The turn then waits for staff (status ``human``): not a failure.
+NOT_ANSWERED = ("no_answer", "handoff")
 
 
 def _seconds(begun: Any, at: Any) -> float | None:
@@ -257,13 +260,16 @@ def language_report(language: str, results: list[CaseResult]) -> LanguageReport:
     done = [r.done_s for r in answered if r.done_s is not None]
     return LanguageReport(
         language=language, turns=len(results),
-        right_action=_share([r.final_action == r.expected_action for r in results]) or 0.0,
+        right_action=_share([r.final_action == r.expected_action
+                             or (r.expected_action == "no_answer" and r.final_action in NOT_ANSWERED)
+                             for r in results]) or 0.0,
         cites_expected=_share([bool(r.cites_expected) for r in answered]),
         key_facts=_share([bool(r.has_facts) for r in answered]), answered=len(answered),
         plan_p50=_percentile(plan, 50), plan_p95=_percentile(plan, 95),
         first_token_p50=_percentile(first, 50), first_token_p95=_percentile(first, 95),
         done_p50=_percentile(done, 50), done_p95=_percentile(done, 95),
-        failed=sum(r.status not in (Turn.Status.DONE, Turn.Status.BLOCKED, Turn.Status.CLARIFYING) for r in results),
+        failed=sum(r.status not in (Turn.Status.DONE, Turn.Status.BLOCKED, Turn.Status.CLARIFYING, Turn.Status.HUMAN)
+                   for r in results),
         **trust,
     )
 

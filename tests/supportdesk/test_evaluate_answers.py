@@ -10,7 +10,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from retrieval.ingestion import kb_ingest_paths
-from supportdesk.answer_evaluation import AnswerCase, cases_read, fact_present
+from supportdesk.answer_evaluation import AnswerCase, CaseResult, cases_read, fact_present, language_report
 from tests.sgr.factories import sgr_isolated
 
 __all__ = ["sgr_isolated"]
@@ -169,3 +169,16 @@ def test_an_uncovered_question_that_ends_no_answer_scores_right(llm, settings, t
     scored = case_score(case, Turn.objects.get(pk=turn.pk))
     assert scored.final_action == "no_answer" and scored.false_answer is False and scored.cited == []
     assert scored.intent_echo is True  # the intent was a worked example's, not the question's
+
+
+def test_a_turn_handed_to_a_person_is_no_failure_and_the_right_action_for_an_uncovered_question():
+    uncovered = CaseResult(text="Can a person take over?", language="en", expected_action="no_answer", status="human",
+                           final_action="handoff", false_answer=False)
+    told = CaseResult(text="Do you ship to Antarctica?", language="en", expected_action="no_answer", status="done",
+                      final_action="no_answer", false_answer=False)
+    invented = CaseResult(text="Can I get a refund?", language="en", expected_action="no_answer", status="done",
+                          final_action="normal", cited=["widget"], false_answer=True)
+    report = language_report("en", [uncovered, told, invented])
+    assert (report.right_action, report.failed, report.false_answers) == (0.667, 0, 0.333)
+    stuck = CaseResult(text="x", language="en", expected_action="no_answer", status="answering", final_action="")
+    assert language_report("en", [uncovered, stuck]).failed == 1  # a turn that never ended still fails
