@@ -73,12 +73,15 @@ class Coverage(BaseModel):
 
 
 def coverage_assess(*, message: str, language: str, dense: float | None, articles: Iterable[str],
-                    translations: Sequence[tuple[str, float]] = (), cuts: CoverageCuts | None = None) -> Coverage:
+                    translations: Sequence[tuple[str, float]] = (), cuts: CoverageCuts | None = None,
+                    synonyms: Sequence[frozenset[str]] = ()) -> Coverage:
     """Whether ``articles`` (the texts the answer would be written from) cover ``message``; ``translations``:
-    the plan's sub-queries, each with its best match's relevance."""
+    the plan's sub-queries, each with its best match's relevance; ``synonyms``: the staff's synonym groups of
+    the message's language, as stems (``retrieval.synonyms.synonym_stem_groups``)."""
     cuts = cuts or CoverageCuts.from_settings()
     texts = [text for text in articles if text.strip()]
-    decided = coverage_decide(coverage_measure(message=message, language=language, dense=dense, articles=texts), cuts)
+    decided = coverage_decide(coverage_measure(message=message, language=language, dense=dense, articles=texts,
+                                               synonyms=synonyms), cuts)
     if decided.covered or decided.rule != "dense_only" or not translations:
         return decided
     return _translated(decided, language=language, texts=texts, translations=translations, cuts=cuts) or decided
@@ -104,8 +107,10 @@ def _translated(decided: Coverage, *, language: str, texts: list[str], translati
     return checked.model_copy(update={"rule": "translated", "dense": decided.dense, "missing": decided.missing})
 
 
-def coverage_measure(*, message: str, language: str, dense: float | None, articles: Iterable[str]) -> Coverage:
-    """The two signals, not yet decided (``covered`` is False): the costly part, done once per request."""
+def coverage_measure(*, message: str, language: str, dense: float | None, articles: Iterable[str],
+                     synonyms: Sequence[frozenset[str]] = ()) -> Coverage:
+    """The two signals, not yet decided (``covered`` is False): the costly part, done once per request. A word
+    of a synonym group counts as found when the articles hold any word of its group, as the search counts it."""
     texts = [text for text in articles if text.strip()]
     if not texts:
         return Coverage(covered=False, rule="no_articles", dense=dense)
@@ -116,6 +121,7 @@ def coverage_measure(*, message: str, language: str, dense: float | None, articl
     if not same or language_detect(texts[0], default=language) != language or len(asked) < MIN_TERMS:
         return Coverage(covered=False, rule="dense_only", dense=dense, names_missing=names_missing)
     found = set().union(*(stems_of(text) for text in same))
+    found |= set().union(*(group for group in synonyms if group & found))
     missing = sorted({w.strip(".,;:!?()\"'«»") for w in message.split() if term_stems(w) and term_stems(w) <= asked - found})
     return Coverage(covered=False, rule="terms", dense=dense, terms=round(len(asked & found) / len(asked), 3),
                     missing=missing, names_missing=names_missing)

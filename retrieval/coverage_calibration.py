@@ -23,6 +23,7 @@ from retrieval.confidence import relevance
 from retrieval.coverage import Coverage, CoverageCuts, coverage_decide, coverage_measure
 from retrieval.embedders import embedder_get
 from retrieval.search import articles_search, chunk_search_hybrid
+from retrieval.synonyms import synonym_stem_groups
 
 
 class LabelledQuestion(BaseModel):
@@ -73,7 +74,8 @@ def signals_measure(questions: list[LabelledQuestion],
         dense = relevance(best[0].vector_score) if best else 0.0
         found = articles_search([question.text], k=settings.RETRIEVAL_TOP_K, language=question.language)
         measured = coverage_measure(message=question.text, language=question.language, dense=round(dense, 4),
-                                    articles=[article.read_text for article in found])
+                                    articles=[article.read_text for article in found],
+                                    synonyms=synonym_stem_groups(question.language))
         out.append(Signals(question=question, measured=measured))
         if on_progress is not None:
             on_progress(1)

@@ -54,6 +54,22 @@ def test_no_articles_or_another_language_and_the_strong_match_rule():
     assert strong.covered and strong.rule == "dense_high"
 
 
+def test_a_word_of_a_staff_synonym_group_is_found_when_an_article_holds_another_word_of_its_group():
+    article = "Загрузите PDF в базу знаний в админке: файл обрабатывается в фоне."
+    strict = CUTS.model_copy(update={"terms_min": 0.8})
+    message = "Как залить PDF в базу знаний?"
+    alone = coverage_assess(message=message, language="ru", dense=0.8, articles=[article], cuts=strict)
+    assert not alone.covered and alone.missing == ["залить"]
+    group = frozenset(term_stems("залить, загрузить"))
+    widened = coverage_assess(message=message, language="ru", dense=0.8, articles=[article], cuts=strict,
+                              synonyms=[group])
+    assert widened.covered and widened.terms == 1.0 and widened.missing == []
+    # A group none of whose words the articles hold finds nothing.
+    other = coverage_assess(message=message, language="ru", dense=0.8, articles=[article], cuts=strict,
+                            synonyms=[frozenset(term_stems("залить, налить"))])
+    assert not other.covered and other.missing == ["залить"]
+
+
 def test_technical_names_are_settings_commands_options_and_code():
     assert names_of("What's the default vacuum_freeze_min_age?") == ["vacuum_freeze_min_age"]
     assert names_of("With pg_dump, can I use --exclude-table-data and `VACUUM FULL`?") == [

@@ -100,3 +100,21 @@ def test_the_admin_explains_a_refused_group_in_the_staff_language(admin_client):
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM retrieval_searchsynonym WHERE words = 'standby, sleep'")
         assert cursor.fetchone()[0] == 0
+
+
+def test_the_coverage_check_reads_the_enabled_groups_as_stems_once_a_minute(monkeypatch):
+    from retrieval import synonyms
+    from retrieval.terms import term_stems
+
+    monkeypatch.setattr(synonyms, "_stems_cache", (-1e9, {}))
+    shipped = synonyms.synonym_stem_groups("ru")
+    assert frozenset(term_stems("возврат, возмещение")) in shipped
+    SearchSynonym.objects.create(language="ru", words="залить, загрузить")
+    SearchSynonym.objects.create(language="ru", words="выгрузить, экспортировать", enabled=False)
+    assert synonyms.synonym_stem_groups("ru") == shipped  # read a moment ago: the edit waits for the minute
+    read_at, groups = synonyms._stems_cache
+    monkeypatch.setattr(synonyms, "_stems_cache", (read_at - synonyms.SYNONYM_STEMS_SECONDS, groups))
+    fresh = synonyms.synonym_stem_groups("ru")
+    assert frozenset(term_stems("залить, загрузить")) in fresh
+    assert frozenset(term_stems("выгрузить, экспортировать")) not in fresh  # disabled
+    assert all(group not in fresh for group in synonyms.synonym_stem_groups("en"))  # by language

@@ -14,6 +14,7 @@ from django.conf import settings
 
 from retrieval.coverage import Coverage, coverage_assess
 from retrieval.language import language_detect
+from retrieval.synonyms import synonym_stem_groups
 from retrieval.terms import names_of, term_stems
 from sgr.intent import intent_echoes_example
 from sgr.models import PlanRecord
@@ -41,7 +42,8 @@ def answer_coverage(*, turn: Turn, record: PlanRecord | None, prefetched: KbResu
     message = turn.user_message.text
     return coverage_assess(message=message, language=turn.language, dense=dense,
                            articles=prefetched.found_texts or prefetched.texts.values(),
-                           translations=subquery_translations(prefetched, message=message))
+                           translations=subquery_translations(prefetched, message=message),
+                           synonyms=synonym_stem_groups(turn.language))
 
 
 def subquery_translations(prefetched: KbResult, *, message: str) -> list[tuple[str, float]]:
