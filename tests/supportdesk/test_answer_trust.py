@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from retrieval.models import SearchSynonym
 from sgr.models import PlanRecord
 from supportdesk.models import Turn, TurnEvent
 from supportdesk.pipeline.answer.stage import answer_stage_run
@@ -60,6 +61,22 @@ def _event(turn: Turn, kind: str) -> dict[str, Any]:
 
 def _numbers(request: dict[str, Any]) -> dict[str, int]:
     return {title.strip(): int(n) for n, title in HEADER.findall(request["messages"][-1]["content"])}
+
+
+def test_a_customer_s_word_of_a_synonym_group_is_covered_by_an_article_using_another_word_of_it(trust, monkeypatch):
+    from retrieval import synonyms
+
+    monkeypatch.setattr(synonyms, "_stems_cache", (-1e9, {}))
+    # "shipping" is in no article; the delivery article says "delivery", a word of the shipped group.
+    turn = _run(trust, "How long does standard shipping take?", Reply(content="Standard delivery takes three to "
+                                                                          "five business days [1]."))
+    coverage = turn.answer_result["coverage"]
+    assert coverage["covered"] is True and coverage["terms"] == 0.75 and coverage["missing"] == ["long"]
+    assert len(trust.chat_requests()) == 1  # the answer model was asked
+    SearchSynonym.objects.filter(words="delivery, shipping").update(enabled=False)
+    monkeypatch.setattr(synonyms, "_stems_cache", (-1e9, {}))
+    refused = _run(trust, "How long does standard shipping take?", Reply(content="unused"))
+    assert refused.answer_result["coverage"]["covered"] is False and "shipping" in refused.answer_result["coverage"]["missing"]
 
 
 def test_an_uncovered_question_ends_no_answer_without_an_answer_model_call(trust):
