@@ -24,6 +24,11 @@ class SynonymRejected(Rejected):
     """A group that cannot be saved."""
 
 
+def group_words(words: str) -> list[str]:
+    """A group's comma-separated words, stripped, in order."""
+    return [word.strip() for word in words.split(",") if word.strip()]
+
+
 def synonym_lexemes(*, words: str, ts_config: str) -> dict[str, str]:
     """The comma-separated ``words`` as the search stems them in ``ts_config``: each lexeme with the first
     word that gave it, in order.
@@ -31,7 +36,7 @@ def synonym_lexemes(*, words: str, ts_config: str) -> dict[str, str]:
     Each entry must be one word the configuration keeps: a phrase or a stop word
     ("the", "e-mail", which Postgres splits) has no single lexeme to widen.
     """
-    entries = [word.strip() for word in words.split(",") if word.strip()]
+    entries = group_words(words)
     with connection.cursor() as cursor:
         cursor.execute("SELECT e.word, tsvector_to_array(to_tsvector(%s::regconfig, lower(e.word))) "
                        "FROM unnest(%s::text[]) WITH ORDINALITY AS e(word, position) ORDER BY e.position",
@@ -75,7 +80,7 @@ def synonym_stem_groups(language: str) -> list[frozenset[str]]:
     if time.monotonic() - read_at >= SYNONYM_STEMS_SECONDS:
         groups = {}
         for group_language, words in SearchSynonym.objects.filter(enabled=True).values_list("language", "words"):
-            stems = frozenset(stem for word in words.split(",") for stem in term_stems(word))
+            stems = frozenset(stem for word in group_words(words) for stem in term_stems(word))
             if len(stems) > 1:
                 groups.setdefault(group_language, []).append(stems)
         _stems_cache = (time.monotonic(), groups)

@@ -106,11 +106,11 @@ def main() -> int:
         print(f"{cache} caches: {failed} of {len(cases)} answers failed grounding, {quoted} of them quoted"
               + (f" (the quoted turns' CPU after grounding: p50 {statistics.median(quoting):.2f} ms, "
                  f"max {max(quoting):.2f} ms)" if quoting else ""))
-        for name, values in (("coverage", coverage), ("grounding", grounding), ("quote", quote),
+        for name, values in (("coverage", coverage), ("grounding", grounding), ("fail+quote", quote),
                              ("all", [a + b + c for a, b, c in zip(coverage, grounding, quote, strict=True)])):
             values.sort()
             p95 = values[int(0.95 * (len(values) - 1))]
-            print(f"{cache} caches: {name:<9} CPU per turn p50 {statistics.median(values):6.2f} ms, p95 {p95:6.2f} ms")
+            print(f"{cache} caches: {name:<10} CPU per turn p50 {statistics.median(values):6.2f} ms, p95 {p95:6.2f} ms")
     return 0
 
 

@@ -418,7 +418,8 @@ class ConnectionSampler:
                     cursor.execute(sql)
                     total, workers, pids = cursor.fetchone()
                 pids = set(pids or [])
-                self._first = pids if self._first is None else self._first
+                if self._first is None:
+                    self._first = pids
                 self._seen |= pids
                 self._most = (max(self._most[0], total), max(self._most[1], workers))
         finally:

@@ -182,3 +182,20 @@ def test_a_turn_handed_to_a_person_is_no_failure_and_the_right_action_for_an_unc
     assert (report.right_action, report.failed, report.false_answers) == (0.667, 0, 0.333)
     stuck = CaseResult(text="x", language="en", expected_action="no_answer", status="answering", final_action="")
     assert language_report("en", [uncovered, stuck]).failed == 1  # a turn that never ended still fails
+
+
+@pytest.mark.django_db
+def test_a_covered_question_handed_to_a_person_counts_as_refused_not_answered():
+    from sgr.models import PlanRecord
+    from supportdesk.answer_evaluation import case_score
+    from supportdesk.models import Turn
+    from tests.sgr.factories import turn_make
+
+    turn = turn_make(text="How long does standard delivery take?", status=Turn.Status.HUMAN)
+    PlanRecord.objects.create(turn=turn, conversation=turn.conversation, language="en", final_action="handoff")
+    case = AnswerCase(text=turn.user_message.text, expected_action="normal", expected_article="delivery",
+                      key_facts=["three to five"])
+    scored = case_score(case, Turn.objects.get(pk=turn.pk))
+    assert (scored.final_action, scored.refused, scored.wrong_number) == ("handoff", True, False)
+    report = language_report("en", [scored])
+    assert (report.over_refusal, report.answered_without_facts, report.failed) == (1.0, None, 0)
