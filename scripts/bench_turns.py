@@ -543,7 +543,7 @@ def kb_synthetic_load(chunks: int) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--sequential", type=int, default=30)
+    parser.add_argument("--sequential", type=int, default=30, help="turns of one conversation alone (0: none)")
     parser.add_argument("--concurrent", type=int, default=50)
     parser.add_argument("--flood", type=int, default=200)
     parser.add_argument("--waves", type=int, default=5,
@@ -576,7 +576,8 @@ def main() -> int:
         print(f"cpu cores: {os.cpu_count()}; LLM: plan delay {args.llm_plan_delay} s, {args.answer_chunks} chunks "
               f"{args.llm_chunk_delay} s apart; stage workers: {len(specs) - 1} x {stages.pool} pool x {stages.concurrency}; "
               f"{os.environ.get('SD_WEB_WORKERS', '2')} uvicorn processes")
-        report("1 conversation", burst(base, "seq", 1, stub, answer_text, args.sequential))
+        if args.sequential:
+            report("1 conversation", burst(base, "seq", 1, stub, answer_text, args.sequential))
         if args.concurrent:
             report(f"{args.concurrent} concurrent x{args.waves}", burst(base, "c", args.concurrent, stub, answer_text, args.waves))
         if args.flood:
