@@ -91,6 +91,20 @@ def test_in_a_table_row_a_value_needs_its_unit_in_its_own_cell_not_in_another_va
     assert _ground("The Business plan has 10 GB of storage [1].", a1=plans).sentences[0].status == "unsupported"
 
 
+def test_a_table_row_s_item_named_by_the_sentence_is_enough_words_for_its_value():
+    types = ("8.1. Numeric Types\n"
+             "Name: smallint | Storage Size: 2 bytes | Description: small-range integer | Range: -32768 to +32767\n"
+             "Name: integer | Storage Size: 4 bytes | Description: typical choice for integer | Range: -2147483648 to +2147483647\n"
+             "Name: bigint | Storage Size: 8 bytes | Description: large-range integer | Range: -9223372036854775808 to +9223372036854775807")
+    # "bigint" is the article's word too, so two of the sentence's words are wanted; the integer row holds one,
+    # its own item: the row the value is read from is the one the sentence names.
+    right = _ground("The largest value an integer can hold is 2,147,483,647; beyond it use bigint [1].", a1=types)
+    assert right.sentences[0].status == "supported"
+    neighbour = _ground("The largest value a smallint can hold is 2,147,483,647; beyond it use bigint [1].", a1=types)
+    assert neighbour.sentences[0].status == "unsupported"  # the integer row's value, said of smallint
+    assert neighbour.sentences[0].missing_values == ["2,147,483,647"]
+
+
 def test_a_quoted_article_line_is_one_sentence_and_keeps_its_own_paragraph():
     quoted = "> columns per table | 1,600 | further limited by tuple size fitting on a single page. Really [1]"
     grounding = _ground(f"{quoted}\nSo a table can have at most 1,600 columns [1].", a1=LIMITS)
@@ -263,6 +277,16 @@ def test_a_bare_number_the_customer_gave_is_context_beside_a_value_of_the_senten
     affirmed = answer_ground(text="Yes, a workspace can have 40 agents [1].", articles={1: seats}, language="en",
                              terms_min=0.5, question="Can a workspace have 40 agents?")
     assert affirmed.sentences[0].status == "unsupported"
+    # An address the customer gave (their server's) is context too; the setting beside it is still checked.
+    listen = ("listen_addresses (string): Specifies the TCP/IP address(es) on which the server is to listen. "
+              "The special entry * corresponds to all available IP interfaces.")
+    asked = "Clients on 10.0.3.7 get connection refused, what do I change?"
+    theirs = answer_ground(text="Set listen_addresses to * so that clients on 10.0.3.7 can connect [1].",
+                           articles={1: listen}, language="en", terms_min=0.5, question=asked)
+    assert theirs.sentences[0].status == "supported"
+    invented = answer_ground(text="Set listen_addresses to 0.0.0.0/8 so that clients on 10.0.3.7 can connect [1].",
+                             articles={1: listen}, language="en", terms_min=0.5, question=asked)
+    assert invented.sentences[0].status == "unsupported"
     # Without the question the version is a value like any other.
     plain = answer_ground(text="The default max_wal_size in PostgreSQL 15 is 1 GB [1].", articles={1: wal},
                           language="en", terms_min=0.5)

@@ -5,7 +5,8 @@ A sentence is *supported* by an article when
 - the values it states (numbers with their units, commands, settings, identifiers:
   :func:`values_of`) stand together in one sentence of the article or one table row, which also
   holds the words the values answer: at least two of the sentence's content terms that the
-  article has at all (one when it has only one). In a paragraph the first sentence lends its
+  article has at all (one when it has only one, or when it is a table row's whole item, its first
+  cell: "integer" on the ``integer`` row). In a paragraph the first sentence lends its
   words and names to the others (a definition names its setting once), and a short title line
   names the article's subject; a number must stand in its own sentence. A limit read from the
   neighbouring table row, or the next sentence's number, is in the article, but not with the
@@ -23,7 +24,7 @@ still be in a cited article). In an answer that states such a value, its sentenc
 citation are *unchecked*: dropped, and not counted against the share. Sentences without content terms ("Hope this helps!") and questions
 (a model that echoes the customer's question has not answered it) are *neutral*; a sentence that stops
 where its value should stand ("The default is [1].") is *unsupported*. A bare number the customer gave ("PostgreSQL
-15") need not be in the article when the sentence states a value of its own beside it; said alone, it must. A citation stays only on a sentence its article supports; an unsupported sentence
+15", an address "10.0.3.7") need not be in the article when the sentence states a value of its own beside it; said alone, it must. A citation stays only on a sentence its article supports; an unsupported sentence
 is dropped; a supported sentence that cites nothing, or cites the wrong article, gets the
 number of the article that supports it best. A fenced code block is one unit, its lines checked as
 sentences: shown whole, its citation on the line after it, when every line with words is supported,
@@ -46,7 +47,7 @@ SENTENCE_END = re.compile(r"(?<=[.!?…])\s+(?=[^\s\[])")
 LIST_MARK = re.compile(r"^\s*(?:[-*•]|\d{1,2}[.)])\s+")
 QUOTE_MARK = re.compile(r"^\s*>\s?")  # a line quoted from an article (ANSWER_QUOTE_FIRST): one sentence, its own block
 FENCE = re.compile(r"^\s*(`{3,}|~{3,})")  # a fenced code block: one unit, kept or dropped whole, its own block
-BARE_NUMBER = re.compile(r"\d+(?:\.\d+)?")  # a number without a unit: a version, a count the customer gave
+BARE_NUMBER = re.compile(r"\d+(?:\.\d+)*")  # a number without a unit: a version, a count, an address the customer gave
 QUESTION_END = re.compile(r"\?[\s\"»”)]*$")  # a sentence that asks (the customer's question echoed back)
 # A sentence that stops where its value should stand: "The default value for max_connections is [1]." (the
 # citation taken off, nothing is left after "is"). It states nothing, whatever words it shares with an article.
@@ -173,24 +174,26 @@ class _Article:
     def __init__(self, text: str, language: str) -> None:
         self.language = language_detect(text, default=language)
         title = _title(text)
-        self.units = [(value_norm(numbers), f"{title}|{value_norm(words)}", term_stems(words), _row_own_stems(words))
-                      for numbers, words in _units(text)]
+        self.units = [(value_norm(numbers), f"{title}|{value_norm(words)}", term_stems(words), _row_own_stems(words),
+                       _row_item_stems(words)) for numbers, words in _units(text)]
         self.flat = value_norm(text)
-        self.stems = set().union(*(stems for _, _, stems, _ in self.units)) if self.units else set()
+        self.stems = set().union(*(stems for _, _, stems, _, _ in self.units)) if self.units else set()
 
     def holds(self, values: list[str], stems: set[str], *, same_language: bool) -> bool:
         """All the values stand together in one unit (:func:`_units`) with the words they answer (at least two
-        of the sentence's words that the article has, one if it has only one): its numbers in the unit's own
-        sentence, its names (settings, commands) there, in the paragraph's first sentence or in the article's
-        title; across languages, where words cannot be compared, each anywhere in the article."""
+        of the sentence's words that the article has, one if it has only one, or a table row's whole item: "the
+        largest integer is 2,147,483,647, use bigint beyond" on the ``integer`` row): its numbers in the unit's
+        own sentence, its names (settings, commands) there, in the paragraph's first sentence or in the
+        article's title; across languages, where words cannot be compared, each anywhere in the article."""
         if not same_language:
             return all(n.search(self.flat) for v in values for n in _needles(v, same_language=False))
         needles = [(_needles(v, same_language=True), bool(NUMBER.match(v))) for v in values]
         wanted = stems & self.stems
         need = min(2, len(wanted))
         return any(all(_value_on(numbers if number else words, value) for value, number in needles)
-                   and len(unit_stems & wanted) >= need and (not wanted or own & wanted)
-                   for numbers, words, unit_stems, own in self.units)
+                   and len(unit_stems & wanted) >= (min(need, 1) if item and item <= wanted else need)
+                   and (not wanted or own & wanted)
+                   for numbers, words, unit_stems, own, item in self.units)
 
     def copies(self, sentence: str) -> bool:
         """The sentence stands in the article word for word (a quoted passage may run over several of its
@@ -211,6 +214,15 @@ def _row_own_stems(line: str) -> set[str]:
     if "|" not in line:
         return term_stems(line)
     return term_stems(" ".join(cell.split(": ", 1)[-1] for cell in line.split("|")))
+
+
+def _row_item_stems(line: str) -> set[str]:
+    """A table row's item, the value of its first cell ("Name: integer | Storage Size: 4 bytes" → integer): what
+    tells the row from its neighbours, when a sentence names all of it ("columns" alone does not name "columns in
+    a result set"). None for other lines."""
+    if "|" not in line:
+        return set()
+    return term_stems(line.split("|", 1)[0].split(": ", 1)[-1])
 
 
 def _value_on(flat: str, needles: list[re.Pattern[str]]) -> bool:
@@ -303,7 +315,7 @@ def _sentence_ground(sentence: str, cited: list[int], articles: dict[int, _Artic
     values = values_of(sentence)
     if (not stems and not values) or QUESTION_END.search(sentence):  # a question asks; it states nothing
         return SentenceGrounding(text=sentence, status="neutral", cited=cited)
-    if any(v not in given for v in values):  # a value of its own: the customer's bare numbers ("PostgreSQL 15") are context
+    if any(v not in given for v in values):  # a value of its own: the customer's bare numbers ("PostgreSQL 15", 10.0.3.7) are context
         values = [v for v in values if v not in given or not BARE_NUMBER.fullmatch(v)]
     if VALUE_LEFT_OUT.search(sentence.rstrip(" .!…")):  # "The default value for max_connections is."
         return SentenceGrounding(text=sentence, status="unsupported", cited=cited, values=values)
