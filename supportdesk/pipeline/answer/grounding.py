@@ -219,7 +219,7 @@ def _row_own_stems(line: str) -> set[str]:
 def _row_item_stems(line: str) -> set[str]:
     """A table row's item, the value of its first cell ("Name: integer | Storage Size: 4 bytes" → integer): what
     tells the row from its neighbours, when a sentence names all of it ("columns" alone does not name "columns in
-    a result set"). None for other lines."""
+    a result set"). Empty for other lines."""
     if "|" not in line:
         return set()
     return term_stems(line.split("|", 1)[0].split(": ", 1)[-1])
