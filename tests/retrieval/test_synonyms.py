@@ -102,19 +102,27 @@ def test_the_admin_explains_a_refused_group_in_the_staff_language(admin_client):
         assert cursor.fetchone()[0] == 0
 
 
-def test_the_coverage_check_reads_the_enabled_groups_as_stems_once_a_minute(monkeypatch):
+def test_the_coverage_check_reads_the_enabled_groups_as_stems_and_sees_an_edit_at_once():
     from retrieval import synonyms
     from retrieval.terms import term_stems
+    from sgr import cache
 
-    monkeypatch.setattr(synonyms, "_stems_cache", (-1e9, {}))
     shipped = synonyms.synonym_stem_groups("ru")
     assert frozenset(term_stems("возврат, возмещение")) in shipped
-    SearchSynonym.objects.create(language="ru", words="залить, загрузить")
-    SearchSynonym.objects.create(language="ru", words="выгрузить, экспортировать", enabled=False)
-    assert synonyms.synonym_stem_groups("ru") == shipped  # read a moment ago: the edit waits for the minute
-    read_at, groups = synonyms._stems_cache
-    monkeypatch.setattr(synonyms, "_stems_cache", (read_at - synonyms.SYNONYM_STEMS_SECONDS, groups))
-    fresh = synonyms.synonym_stem_groups("ru")
-    assert frozenset(term_stems("залить, загрузить")) in fresh
-    assert frozenset(term_stems("выгрузить, экспортировать")) not in fresh  # disabled
-    assert all(group not in fresh for group in synonyms.synonym_stem_groups("en"))  # by language
+    loads = []
+    original = synonyms._stem_groups_load
+    synonyms._stem_groups_load = lambda: loads.append(1) or original()
+    try:
+        assert synonyms.synonym_stem_groups("ru") == shipped and loads == []  # the snapshot, no query
+        SearchSynonym.objects.create(language="ru", words="залить, загрузить")  # as the admin saves it
+        SearchSynonym.objects.create(language="ru", words="выгрузить, экспортировать", enabled=False)
+        fresh = synonyms.synonym_stem_groups("ru")
+        assert loads == [1]  # the edit made every process's snapshot stale
+        assert frozenset(term_stems("залить, загрузить")) in fresh
+        assert frozenset(term_stems("выгрузить, экспортировать")) not in fresh  # disabled
+        assert all(group not in fresh for group in synonyms.synonym_stem_groups("en"))  # by language
+        SearchSynonym.objects.filter(words="залить, загрузить").get().delete()
+        assert frozenset(term_stems("залить, загрузить")) not in synonyms.synonym_stem_groups("ru")
+    finally:
+        synonyms._stem_groups_load = original
+        cache.content_changed()  # the test's rows are rolled back: no snapshot keeps them

@@ -63,18 +63,19 @@ def _numbers(request: dict[str, Any]) -> dict[str, int]:
     return {title.strip(): int(n) for n, title in HEADER.findall(request["messages"][-1]["content"])}
 
 
-def test_a_customer_s_word_of_a_synonym_group_is_covered_by_an_article_using_another_word_of_it(trust, monkeypatch):
-    from retrieval import synonyms
+def test_a_customer_s_word_of_a_synonym_group_is_covered_by_an_article_using_another_word_of_it(trust, request):
+    from sgr.cache import content_changed
 
-    monkeypatch.setattr(synonyms, "_stems_cache", (-1e9, {}))
+    request.addfinalizer(content_changed)  # the disabled group is rolled back: no snapshot keeps it disabled
     # "shipping" is in no article; the delivery article says "delivery", a word of the shipped group.
     turn = _run(trust, "How long does standard shipping take?", Reply(content="Standard delivery takes three to "
                                                                           "five business days [1]."))
     coverage = turn.answer_result["coverage"]
     assert coverage["covered"] is True and coverage["terms"] == 0.75 and coverage["missing"] == ["long"]
     assert len(trust.chat_requests()) == 1  # the answer model was asked
-    SearchSynonym.objects.filter(words="delivery, shipping").update(enabled=False)
-    monkeypatch.setattr(synonyms, "_stems_cache", (-1e9, {}))
+    group = SearchSynonym.objects.get(words="delivery, shipping")
+    group.enabled = False
+    group.save()  # as the admin saves it: every process's next check reads the groups again
     refused = _run(trust, "How long does standard shipping take?", Reply(content="unused"))
     assert refused.answer_result["coverage"]["covered"] is False and "shipping" in refused.answer_result["coverage"]["missing"]
 
