@@ -52,9 +52,9 @@ _busy: Callable[[], bool] | None = None
 def embedder_busy_source(check: Callable[[], bool] | None) -> None:
     """Tell the local embedder how to see that other work runs in this process (a worker calls it at start).
 
-    While it does, a query is embedded on one thread: the other core is busy with other
-    turns anyway, and two threads then cost ~50 % more CPU per message for no gain
-    (docs/benchmarks.md). Alone, a query keeps ``RETRIEVAL_EMBED_THREADS``.
+    While it does, a query (or an answer's sentence, supportdesk.pipeline.answer.relevance) is embedded on
+    one thread: the other core is busy with other turns anyway, and two threads then cost ~50 % more CPU
+    per message for no gain (docs/benchmarks.md). Alone, a query keeps ``RETRIEVAL_EMBED_THREADS``.
     """
     global _busy
     _busy = check
@@ -94,7 +94,10 @@ class LocalEmbedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         rows = []
         busy = _busy
-        wanted = self._passage_threads if not is_query else 1 if busy is not None and busy() else self._threads
+        if busy is not None and busy():  # other stages of this process at work (embedder_busy_source)
+            wanted = 1
+        else:
+            wanted = self._threads if is_query else self._passage_threads
         switch = self._omp is not None and wanted != self._threads
         with self._lock:
             before = self._omp[0]() if switch and self._omp else 0

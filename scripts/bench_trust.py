@@ -9,7 +9,10 @@ to five articles). Each simulated turn takes a question, its five best articles 
 and a five-sentence answer mixing lines copied from them, paraphrases, values from a neighbouring
 line and invented sentences. It prints the CPU time (``time.process_time``) per turn, p50 / p95, of
 ``coverage_assess``, of ``answer_ground``, and of what follows it: the judgement whether the answer
-fails and, when it does, the article line quoted in its place (``quote_best``). Cold caches: every
+fails (``answer_judged``: with the local embedder, whether what it states is about the question: up to
+two sentences embedded) and, when it does, the article line quoted in its place (``quote_best``, and
+``quote_judged``). The questions' own vectors are embedded before the timing: a turn's earlier stages
+embedded the message already. Cold caches: every
 turn's words new to the process (the worst case); warm: a worker that has seen the knowledge base's
 words.
 """
@@ -37,7 +40,9 @@ from retrieval.coverage import coverage_assess  # noqa: E402
 from retrieval.demo import DEMO_KB_DIR  # noqa: E402
 from retrieval.parsing import document_parse  # noqa: E402
 from retrieval.terms import term_stems, word_stem  # noqa: E402
+from retrieval.embedders import embedder_get  # noqa: E402
 from supportdesk.pipeline.answer import trust  # noqa: E402
+from supportdesk.pipeline.answer.prefetch import message_query  # noqa: E402
 from supportdesk.pipeline.answer.grounding import answer_ground  # noqa: E402
 from supportdesk.pipeline.answer.kb import KbResult, KbSource  # noqa: E402
 
@@ -82,6 +87,8 @@ def main() -> int:
     rng = random.Random(7)
     cases = [turn_case(rng, pool) for _ in range(args.turns)]
     print(f"{len(pool)} article sections, {len(cases)} turns")
+    # The question's vector comes from the earlier stages in a turn (embed_queries shares it): not timed here.
+    embedder_get().embed_queries(list(dict.fromkeys(message_query(q) for q, _, _ in cases)))
     for cache in ("cold", "warm"):
         coverage, grounding, quote, failed, quoted, quoting = [], [], [], 0, 0, []
         for question, articles, answer in cases:
@@ -93,11 +100,12 @@ def main() -> int:
             grounded = answer_ground(text=answer, articles=dict(enumerate(articles, 1)), language="en",
                                      terms_min=0.5, question=question)
             ended = time.process_time()
-            if trust.grounding_fails(grounded, question=question, language="en"):
+            if trust.answer_judged(grounded, question=question, language="en")[0]:
                 failed += 1
                 search = KbResult(query=question, texts=dict(enumerate(articles, 1)),
                                   sources=[KbSource(number=n, title=f"article {n}") for n in range(1, len(articles) + 1)])
-                if trust.quote_best(question=question, searches=[search]) is not None:
+                line = trust.quote_best(question=question, searches=[search])
+                if line is not None and trust.quote_judged(line=line[0], question=question)[0]:
                     quoted += 1
                     quoting.append((time.process_time() - ended) * 1000)
             quote.append((time.process_time() - ended) * 1000)

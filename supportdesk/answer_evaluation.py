@@ -76,6 +76,7 @@ class CaseResult(BaseModel):
     refused: bool | None = None  # covered: ended no_answer, blocked or handed to a person
     precise_citations: int = 0  # cited articles that are the expected one (covered questions)
     supported_share: float | None = None
+    relevance: float | None = None  # the shown answer's cosine with the question (ANSWER_RELEVANCE_MIN's scale)
     intent_echo: bool = False
     intent: str = ""
 
@@ -199,7 +200,8 @@ def case_score(case: AnswerCase, turn: Turn, *, replayed: Replayed | None = None
         final_action=final_action, cited=cited, answer=answer,
         plan_s=_seconds(begun, firsts.get("plan")), first_token_s=_seconds(begun, firsts.get("token")),
         done_s=_seconds(begun, firsts.get("done")) if turn.is_finished else None,
-        supported_share=(turn.answer_result or {}).get("supported_share"), intent=intent,
+        supported_share=(turn.answer_result or {}).get("supported_share"),
+        relevance=(turn.answer_result or {}).get("relevance"), intent=intent,
         intent_echo=bool(intent) and intent_echoes_example(intent=intent, message=case.text),
     )
     if case.expected_action == "normal":

@@ -19,7 +19,7 @@ from supportdesk.models import Turn
 from supportdesk.pipeline.answer.grounding import CITATION
 from supportdesk.pipeline.answer.kb import KbResult, KbSource
 from supportdesk.pipeline.answer.trust import (
-    answer_grounding, grounding_fails, query_topics, quote_answer, quote_best)
+    answer_grounding, answer_judged, query_topics, quote_answer, quote_best, quote_judged)
 
 
 class Replayed(BaseModel):
@@ -68,10 +68,11 @@ def answer_replay(turn: Turn) -> Replayed | None:
         return None
     documents = {source.number: source.document_id for source in search.sources}
     text = grounding.text
-    if grounding_fails(grounding, question=question, language=language):
+    replace, _ = answer_judged(grounding, question=question, language=language)
+    if replace:
         quoted = quote_best(question=question, searches=[search],
                             topics=[topic for _, topic in query_topics(search.queries, message=question)])
-        if quoted is None:
+        if quoted is None or not quote_judged(line=quoted[0], question=question)[0]:
             return Replayed(text="", retracted=True)
         text = quote_answer(line=quoted[0], source=quoted[1], language=language)
     numbers = list(dict.fromkeys(int(n) for n in CITATION.findall(text)))

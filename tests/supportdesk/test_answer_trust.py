@@ -229,6 +229,60 @@ def test_a_line_that_answers_the_question_is_quoted_instead_of_an_unsupported_pa
     assert PlanRecord.objects.get(turn=turn).final_action == "normal"
 
 
+@pytest.fixture
+def trust_local(llm: ScriptedLLM, settings: Any, tmp_path: Any) -> ScriptedLLM:
+    """The knowledge base above embedded by the real local embedder: whether an answer is about the question
+    (``relevance``) is read from meaning, at the shipped cut."""
+    from retrieval.ingestion import kb_ingest_paths
+
+    settings.ANSWER_COVERAGE = True
+    settings.ANSWER_GROUNDING = True
+    settings.RETRIEVAL_EMBEDDER = "local"
+    settings.RETRIEVAL_RERANK_URL = ""
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    for name, text in DOCS.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    kb_ingest_paths(paths=[str(folder)])
+    return llm
+
+
+def test_a_grounded_answer_about_another_row_than_the_question_s_is_replaced(trust_local, settings):
+    settings.ANSWER_GROUNDING_QUOTE = False
+    right = _run(trust_local, "How many agents can a workspace have?",
+                 Reply(content="A workspace can have up to 25 agents [1]."))
+    assert _event(right, "answer")["text"].startswith("A workspace can have up to 25 agents")
+    assert right.answer_result["relevance"] >= 0.85 and PlanRecord.objects.get(turn=right).final_action == "normal"
+    # Every word and value of this one is the article's, and it shares "workspace" with the question: grounding
+    # keeps it. It answers another question (the documents row), and the customer is told so instead.
+    other = _run(trust_local, "How many agents can a workspace have?",
+                 Reply(content="A workspace can hold up to 10,000 documents per knowledge base [1]."))
+    assert [s["status"] for s in other.answer_result["grounding"]] == ["supported"]
+    assert other.answer_result["relevance"] is None  # the reply is no answer: nothing of it was compared
+    answer = _event(other, "answer")
+    assert answer["text"].startswith("Our help center has nothing on this yet") and "10,000" not in answer["text"]
+    kinds = [e.type for e in TurnEvent.objects.filter(turn=other).order_by("seq")]
+    assert kinds.index("retract") > max(i for i, k in enumerate(kinds) if k == "token")
+    record = PlanRecord.objects.get(turn=other)
+    assert (record.final_action, record.routing_rule) == ("no_answer", "answer_not_grounded")
+
+
+def test_the_relevance_cut_is_a_setting_and_off_without_the_local_embedder(trust_local, settings):
+    from supportdesk.pipeline.answer.relevance import relevance_cut
+
+    settings.ANSWER_RELEVANCE_MIN = 0.99  # no answer is that close to its question: replaced (by the quoted row)
+    turn = _run(trust_local, "How many agents can a workspace have?", Reply(content="A workspace can have up to 25 agents [1]."))
+    assert "Our help center has nothing on this yet" in _event(turn, "answer")["text"]
+    settings.ANSWER_RELEVANCE_MIN = 0  # off: nothing is embedded, nothing is replaced for its topic
+    turn = _run(trust_local, "How many agents can a workspace have?",
+                Reply(content="A workspace can hold up to 10,000 documents per knowledge base [1]."))
+    assert turn.answer_result["relevance"] is None and "10,000" in _event(turn, "answer")["text"]
+    settings.ANSWER_RELEVANCE_MIN = None
+    assert relevance_cut() == 0.85
+    settings.RETRIEVAL_EMBEDDER = "openai"  # another embedder's cosines have their own scale: off until set
+    assert relevance_cut() == 0.0
+
+
 def test_a_question_in_another_language_than_every_article_is_quoted_through_its_sub_queries(trust):
     # The Russian question's words find no English line; the planner's English sub-query does. The model's
     # own figure (45) is in no article: its answer is retracted and the line that answers is quoted.

@@ -32,10 +32,12 @@ class FinalAnswer(BaseModel):
     supported_share: float | None = None  # grounded sentences among those checked; staff only
     grounding: list[dict[str, Any]] = Field(default_factory=list)  # per sentence; staff only
     coverage: dict[str, Any] | None = None  # the coverage check's signals; staff only
+    relevance: float | None = None  # the shown answer's (or quoted line's) cosine with the question; staff only
 
     # What only staff see: never in the customer's answer event.
     STAFF_ONLY: ClassVar[frozenset[str]] = frozenset({
-        "confidence_score", "invalid_citations", "attributed_citations", "supported_share", "grounding", "coverage"})
+        "confidence_score", "invalid_citations", "attributed_citations", "supported_share", "grounding", "coverage",
+        "relevance"})
 
 
 def confidence_level(score: float | None) -> ConfidenceLevel:

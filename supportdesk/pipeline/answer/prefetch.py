@@ -59,9 +59,14 @@ def plan_queries(record: PlanRecord | None, message: str = "") -> list[str]:
     """
     if record is None or record.final_action != "normal" or not record.plan:
         return []
-    raw = [message[:MESSAGE_QUERY_CHARS], *(record.plan.get("subqueries") or [])]
+    raw = [message_query(message), *(record.plan.get("subqueries") or [])]
     queries = [" ".join(q.split()) for q in raw if isinstance(q, str)]
     return list(dict.fromkeys(q for q in queries if q))[:PREFETCH_MAX_QUERIES]
+
+
+def message_query(message: str) -> str:
+    """The customer's message as it is searched (and embedded once for every stage that compares it)."""
+    return " ".join(message[:MESSAGE_QUERY_CHARS].split())
 
 
 def plan_prefetch(*, turn_id: int, language: str, record: PlanRecord | None, message: str = "",

@@ -20,7 +20,7 @@ from supportdesk.pipeline.answer.kb import AttemptSearch, KbResult
 from supportdesk.markup import answer_html
 from supportdesk.pipeline.answer.prefetch import plan_prefetch, prefetch_messages
 from supportdesk.pipeline.answer.trust import (
-    answer_coverage, answer_grounding, grounding_fails, no_answer_reply, query_topics, quote_answer, quote_best)
+    answer_coverage, answer_grounding, answer_judged, no_answer_reply, query_topics, quote_answer, quote_best, quote_judged)
 from supportdesk.events import turn_event_emit
 from supportdesk.handoff import WITH_PERSON, handoff_if_failing
 from supportdesk.llm import llm_client
@@ -138,12 +138,14 @@ def answer_stage_run(*, turn: Turn) -> None:
             coverage_score=coverage.score if coverage is not None else None,
             supported_share=grounding.supported_share if grounding is not None else None,
         )
-        if grounding is not None and grounding_fails(grounding, question=turn.user_message.text, language=language):
-            final = answer_replace(turn=turn, record=record, searches=outcome.searches, queries=queries)
+        relevance = None
         if grounding is not None:
+            replace, relevance = answer_judged(grounding, question=turn.user_message.text, language=language)
+            if replace:
+                final, relevance = answer_replace(turn=turn, record=record, searches=outcome.searches, queries=queries)
             final = final.model_copy(update={
                 "supported_share": grounding.supported_share, "coverage": coverage.model_dump() if coverage else None,
-                "grounding": [s.model_dump() for s in grounding.sentences]})
+                "grounding": [s.model_dump() for s in grounding.sentences], "relevance": relevance})
         # Output moderation (off by default) may retract the streamed text and replace it; the no_answer
         # reply is the staff's own template, not the model's words.
         text = final.text if final.no_answer else answer_moderate(turn=turn, text=final.text)
@@ -162,18 +164,22 @@ def answer_stage_run(*, turn: Turn) -> None:
 
 
 def answer_replace(*, turn: Turn, record: PlanRecord | None, searches: list[KbResult], queries: list[str]
-                   ) -> FinalAnswer:
-    """An answer too little supported by its articles: the streamed text is retracted, and the article line
-    that answers the question is shown verbatim with its citation, or else the no_answer reply."""
+                   ) -> tuple[FinalAnswer, float | None]:
+    """An answer too little supported by its articles, or about something else: the streamed text is retracted,
+    and the article line that answers the question is shown verbatim with its citation, or else the no_answer
+    reply; with the line's relevance (``None``: no line, or not measured)."""
     turn_event_emit(turn=turn, type="retract", payload={"reason": "not_grounded", "text": ""})
     question = turn.user_message.text
     quoted = quote_best(question=question, searches=searches,
                         topics=[topic for _, topic in query_topics(queries, message=question)])
+    relevance = None
     if quoted is not None:
         line, source = quoted
-        return FinalAnswer(text=quote_answer(line=line, source=source, language=turn.language), sources=[source],
-                           confidence="medium", quoted=True)
-    return no_answer_reply(turn=turn, record=record, covered=True, grounded=False, queries=queries)
+        shown, relevance = quote_judged(line=line, question=question)
+        if shown:
+            return FinalAnswer(text=quote_answer(line=line, source=source, language=turn.language), sources=[source],
+                               confidence="medium", quoted=True), relevance
+    return no_answer_reply(turn=turn, record=record, covered=True, grounded=False, queries=queries), relevance
 
 
 def token_emit(*, turn: Turn, text: str) -> None:

@@ -6,6 +6,8 @@ customer gets the ``no_answer`` reply, rendered from its database template. Afte
 every sentence is checked against the articles the model read (``grounding``); when too little
 of it is supported, the streamed text is retracted and the same reply takes its place, or, when
 one line of an article clearly answers the question, that line is shown verbatim with its citation.
+What the answer (or the line) states must also be about the question (``relevance``): grounded lines of
+another topic are replaced the same way.
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from sgr.schema import VERDICT_LABEL, Plan
 from sgr.strings import ui_string
 from supportdesk.models import Turn
 from supportdesk.pipeline.answer.final import FinalAnswer
-from supportdesk.pipeline.answer.grounding import Grounding, answer_ground, prose_of
+from supportdesk.pipeline.answer.grounding import Grounding, SentenceGrounding, answer_ground, prose_of
 from supportdesk.pipeline.answer.kb import KbResult, KbSource
+from supportdesk.pipeline.answer.relevance import answer_relevance, on_topic
 from supportdesk.pipeline.plan import verdict_read
 
 QUOTE_MIN_TERMS = 2  # a quoted line shares at least this many content words with the question
@@ -85,7 +88,7 @@ def grounding_fails(grounding: Grounding, *, question: str, language: str) -> bo
     share = grounding.supported_share
     if not grounding.text.strip() or (share is not None and share < settings.ANSWER_GROUNDING_MIN_SHARE):
         return True
-    stating = [s for s in grounding.sentences if s.status in ("supported", "unverified")]
+    stating = grounding_stating(grounding)
     if not stating:
         return True  # nothing that states anything: "Hope this helps!", the question asked back
     asked, language = term_stems(question), language_detect(question, default=language)
@@ -95,6 +98,26 @@ def grounding_fails(grounding: Grounding, *, question: str, language: str) -> bo
     supported = [term_stems(s.text) for s in grounding.sentences
                  if s.status == "supported" and language_detect(s.text, default=language) == language]
     return len(asked) >= TOPIC_MIN_TERMS and bool(supported) and not any(asked & stems for stems in supported)
+
+
+def grounding_stating(grounding: Grounding) -> list[SentenceGrounding]:
+    """The sentences the grounded answer shows that state something (supported, or without checkable words)."""
+    return [s for s in grounding.sentences if s.status in ("supported", "unverified")]
+
+
+def answer_judged(grounding: Grounding, *, question: str, language: str) -> tuple[bool, float | None]:
+    """Whether the grounded answer must be replaced (:func:`grounding_fails`, or what it states is not about
+    the question: ``relevance``), and its relevance (``None``: not measured)."""
+    if grounding_fails(grounding, question=question, language=language):
+        return True, None
+    relevance = answer_relevance(question=question, sentences=[s.text for s in grounding_stating(grounding)])
+    return not on_topic(relevance), relevance
+
+
+def quote_judged(*, line: str, question: str) -> tuple[bool, float | None]:
+    """Whether a line :func:`quote_best` found may be shown (it is about the question), and its relevance."""
+    relevance = answer_relevance(question=question, sentences=[line])
+    return on_topic(relevance), relevance
 
 
 def quote_best(*, question: str, searches: list[KbResult], topics: list[str] | None = None
