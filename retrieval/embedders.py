@@ -33,7 +33,9 @@ class Embedder(Protocol):
 
     def embed_queries(self, texts: list[str]) -> np.ndarray: ...
 
-    def embed_passages(self, texts: list[str]) -> np.ndarray: ...
+    def embed_passages(self, texts: list[str], *, one_thread: bool = False) -> np.ndarray:
+        """``one_thread``: a few texts where CPU counts more than the wait (a local engine's choice)."""
+        ...
 
 
 def _normalise(matrix: np.ndarray) -> np.ndarray:
@@ -89,18 +91,18 @@ class LocalEmbedder:
     def dim(self) -> int:
         return int(self._model.dim)
 
-    def _embed(self, texts: list[str], *, is_query: bool) -> np.ndarray:
+    def _embed(self, texts: list[str], *, is_query: bool, one_thread: bool = False) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         rows = []
         busy = _busy
-        if busy is not None and busy():  # other stages of this process at work (embedder_busy_source)
+        if one_thread or (busy is not None and busy()):  # other stages of this process at work: embedder_busy_source
             wanted = 1
         else:
             wanted = self._threads if is_query else self._passage_threads
-        switch = self._omp is not None and wanted != self._threads
         with self._lock:
-            before = self._omp[0]() if switch and self._omp else 0
+            before = self._omp[0]() if self._omp else wanted  # this calling thread's count (the engine keeps one each)
+            switch = self._omp is not None and wanted != before
             if switch and self._omp:
                 self._omp[1](wanted)
             try:
@@ -142,8 +144,8 @@ class LocalEmbedder:
                 del self._recent[next(iter(self._recent))]
         return np.vstack([found[t] for t in texts]).astype(np.float32, copy=True)
 
-    def embed_passages(self, texts: list[str]) -> np.ndarray:
-        return self._embed(texts, is_query=False)
+    def embed_passages(self, texts: list[str], *, one_thread: bool = False) -> np.ndarray:
+        return self._embed(texts, is_query=False, one_thread=one_thread)
 
 
 class OpenAIEmbedder:
@@ -183,7 +185,7 @@ class OpenAIEmbedder:
     def embed_queries(self, texts: list[str]) -> np.ndarray:
         return self._embed([self._query_prefix + t for t in texts])
 
-    def embed_passages(self, texts: list[str]) -> np.ndarray:
+    def embed_passages(self, texts: list[str], *, one_thread: bool = False) -> np.ndarray:
         return self._embed([self._passage_prefix + t for t in texts])
 
 

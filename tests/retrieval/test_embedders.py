@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import numpy as np
 import pytest
@@ -74,11 +75,12 @@ def test_passages_embed_with_the_ingest_thread_count_and_queries_with_their_own(
     before = omp_threads()
     embedder.embed_passages(["Refunds go back to the card.", "Parcels arrive in three days."])
     embedder.embed_queries(["How many threads embed this query?", "And how many this one?"])
-    assert seen == [(False, 2), (True, before)]
+    embedder.embed_passages(["An answer's sentence, judged for its topic."], one_thread=True)  # a few: CPU counts
+    assert seen == [(False, 2), (True, 1), (False, 1)]  # the queries' own count: 1
     assert omp_threads() == before  # restored: the next query runs as before
 
 
-def test_a_busy_process_embeds_a_query_on_one_thread(local_embedder, settings, monkeypatch):
+def test_a_busy_process_embeds_a_query_or_a_passage_on_one_thread(local_embedder, settings, monkeypatch):
     """In a worker whose other stages work or wait for a CPU slot, a second thread would only cost CPU."""
     settings.RETRIEVAL_QUERY_CACHE_URL = ""
     embedder = LocalEmbedder(batch_size=8, threads=2)
@@ -99,9 +101,10 @@ def test_a_busy_process_embeds_a_query_on_one_thread(local_embedder, settings, m
     busy = [True]
     monkeypatch.setattr(embedders, "_busy", lambda: busy[0])
     embedder.embed_queries([f"Where is my parcel? {uuid.uuid4()}"])
+    embedder.embed_passages(["The parcel arrives in three days."])  # an answer's sentence judged in a busy worker
     busy[0] = False
     embedder.embed_queries([f"Where is my refund? {uuid.uuid4()}"])
-    assert seen == [1, 2]
+    assert seen == [1, 1, 2]
     assert omp_threads() == 2  # restored after the busy call
 
 
@@ -180,7 +183,12 @@ def test_query_vectors_are_embedded_once_across_processes(local_embedder, settin
     embedder._recent.clear()  # another process: nothing recent, and its engine must not run
     calls: list[list[str]] = []
     real = embedder._embed
-    embedder._embed = lambda texts, *, is_query: calls.append(texts) or real(texts, is_query=is_query)  # type: ignore[method-assign]
+
+    def recording(texts: list[str], **options: Any) -> np.ndarray:
+        calls.append(texts)
+        return real(texts, **options)
+
+    embedder._embed = recording  # type: ignore[method-assign]
     try:
         other = f"change my delivery address {uuid.uuid4()}"
         both = embedder.embed_queries([text, other, text])

@@ -28,9 +28,9 @@ def embedded(monkeypatch: pytest.MonkeyPatch, local: None) -> list[list[str]]:
     calls: list[list[str]] = []
     original = embedder.embed_passages
 
-    def recording(texts: list[str]) -> Any:
+    def recording(texts: list[str], **options: Any) -> Any:
         calls.append(list(texts))
-        return original(texts)
+        return original(texts, **options)
 
     monkeypatch.setattr(embedder, "embed_passages", recording)
     return calls
