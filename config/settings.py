@@ -415,10 +415,9 @@ ANSWER_GROUNDING_QUOTE = env.bool("ANSWER_GROUNDING_QUOTE", default=True)
 ANSWER_GROUNDING_QUOTE_MIN = env.float("ANSWER_GROUNDING_QUOTE_MIN", default=0.8)
 # Whether what grounding kept is about the question (supportdesk/pipeline/answer/relevance.py): an answer
 # (or quoted line) whose closest sentence has a cosine with the question under this cut is replaced like an
-# unsupported one; 0: off. Unset: 0.85 with the local embedder (fitted on five spent blind trust sets,
-# docs/benchmarks.md) and off with another, whose cosines have their own scale (`evaluate_answers` prints
-# each answer's relevance, to place the cut).
-ANSWER_RELEVANCE_MIN = env.float("ANSWER_RELEVANCE_MIN", default=None)
+# unsupported one. 0: off (the default: it did not hold on an untuned set and costs ~40 ms of CPU a turn);
+# 0.85 for the local embedder (docs/benchmarks.md).
+ANSWER_RELEVANCE_MIN = env.float("ANSWER_RELEVANCE_MIN", default=0.0)
 # The answer prompt asks the model to copy the line that answers first, then answer from it (off: the
 # plain prompt; measured side by side in docs/benchmarks.md).
 ANSWER_QUOTE_FIRST = env.bool("ANSWER_QUOTE_FIRST", default=False)

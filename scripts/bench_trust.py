@@ -9,8 +9,8 @@ to five articles). Each simulated turn takes a question, its five best articles 
 and a five-sentence answer mixing lines copied from them, paraphrases, values from a neighbouring
 line and invented sentences. It prints the CPU time (``time.process_time``) per turn, p50 / p95, of
 ``coverage_assess``, of ``answer_ground``, and of what follows it: the judgement whether the answer
-fails (``answer_judged``: with the local embedder, whether what it states is about the question: up to
-two sentences embedded) and, when it does, the article line quoted in its place (``quote_best``, and
+fails (``answer_judged``; with ``ANSWER_RELEVANCE_MIN`` set, off by default, also whether what it states is
+about the question: up to two sentences embedded) and, when it does, the article line quoted in its place (``quote_best``, and
 ``quote_judged``). The questions' own vectors are embedded before the timing: a turn's earlier stages
 embedded the message already. Cold caches: every
 turn's words new to the process (the worst case); warm: a worker that has seen the knowledge base's

@@ -18,7 +18,7 @@ OTHER_ROW = "Files in a workspace can be up to 50 MB."
 @pytest.fixture
 def local(settings: Any) -> None:
     settings.RETRIEVAL_EMBEDDER = "local"
-    settings.ANSWER_RELEVANCE_MIN = None  # the shipped cut for the local embedder
+    settings.ANSWER_RELEVANCE_MIN = 0.85  # the local embedder's cut (off by default)
 
 
 @pytest.fixture
@@ -58,11 +58,14 @@ def test_the_sentence_sharing_most_words_is_embedded_first_and_the_next_only_bel
 
 
 def test_nothing_is_embedded_when_off_or_with_nothing_to_compare(embedded, settings):
+    import config.settings as shipped
+
     assert answer_relevance(question=QUESTION, sentences=["  "]) is None
     assert answer_relevance(question=" ", sentences=[RIGHT]) is None
     settings.ANSWER_RELEVANCE_MIN = 0
     assert answer_relevance(question=QUESTION, sentences=[OTHER_ROW]) is None and on_topic(None)
     assert embedded == []
+    assert shipped.ANSWER_RELEVANCE_MIN == 0.0  # as shipped: off
 
 
 def test_an_embedder_that_fails_leaves_the_answer_to_grounding(settings, caplog):

@@ -3,11 +3,14 @@
 Grounding checks that each sentence's words and values come from an article the model read; it cannot
 tell that those lines answer another question (the widget article for "can the bot hand the conversation
 over to our Slack channel?", a ``checkpoint_timeout`` line for "can an API key expire after 90 days?", the
-keeping of a chat in the browser for "how long do you keep chat transcripts?"). The embedder can, roughly: the cosine between the question (as a query) and the answer's
-closest sentence (as a passage). On the stored answers of the five spent blind trust sets (280 questions),
-a cut at 0.85 with the local embedder kept all 56 right answers and caught 14 of the 32 false ones (and 11
-of 52 covered answers without their facts); short right answers sit close above it ("Express delivery is
-next day." 0.854 for "How long does express delivery take?"), so it is not higher (docs/benchmarks.md).
+keeping of a chat in the browser for "how long do you keep chat transcripts?"). The embedder can, roughly:
+the cosine between the question (as a query) and the answer's closest sentence (as a passage). On the stored answers of the five spent blind trust sets (280 questions),
+a cut at 0.85 with the local embedder kept all 56 right answers and caught 14 of the 32 false ones; on the
+untuned thirteenth set it caught none of seven (they restate the question before inventing) and refused one
+right answer, and in the many-conversations benchmark it cost ~40 ms of CPU a turn. So it is off by default
+(``ANSWER_RELEVANCE_MIN`` 0): a deployment that would rather refuse than risk an invented answer turns it on
+(0.85 for the local embedder; another embedder's cosines have their own scale, read from ``evaluate_answers``'
+per-answer ``relevance``). Figures: docs/benchmarks.md.
 
 At most ``RELEVANCE_SENTENCES`` sentences are embedded, those sharing the most words with the question
 first, and the next one only while the best so far is under the cut, each on one thread and by its first
@@ -30,14 +33,11 @@ logger = logging.getLogger(__name__)
 
 RELEVANCE_SENTENCES = 2
 RELEVANCE_CHARS = 160  # of a sentence embedded (~35 tokens: the cost is per token; a longer one is judged by its start)
-LOCAL_EMBEDDER_CUT = 0.85  # ANSWER_RELEVANCE_MIN unset, with the local embedder
 
 
 def relevance_cut() -> float:
-    """``ANSWER_RELEVANCE_MIN``, or when unset the local embedder's cut (0, off, with another embedder)."""
-    if settings.ANSWER_RELEVANCE_MIN is not None:
-        return float(settings.ANSWER_RELEVANCE_MIN)
-    return LOCAL_EMBEDDER_CUT if settings.RETRIEVAL_EMBEDDER == "local" else 0.0
+    """``ANSWER_RELEVANCE_MIN``; 0 (the default): off."""
+    return float(settings.ANSWER_RELEVANCE_MIN or 0.0)
 
 
 def answer_relevance(*, question: str, sentences: list[str]) -> float | None:
