@@ -268,6 +268,19 @@ def test_a_grounded_answer_about_another_row_than_the_question_s_is_replaced(tru
     assert (record.final_action, record.routing_rule) == ("no_answer", "answer_not_grounded")
 
 
+def test_a_replay_judges_a_stored_answer_s_relevance_and_the_evaluation_reports_it(trust_local, settings):
+    from supportdesk.answer_evaluation import AnswerCase, case_stored
+
+    settings.ANSWER_GROUNDING_QUOTE = False
+    question = "How many agents can a workspace have?"
+    turn = _run(trust_local, question, Reply(content="A workspace can have up to 25 agents [1]."))
+    case = AnswerCase(text=question, expected_article="limits", key_facts=["25"])
+    assert case_stored(case, timeout=1.0).relevance == turn.answer_result["relevance"] >= 0.85
+    assert case_stored(case, timeout=1.0, reground=True).final_action == "normal"
+    settings.ANSWER_RELEVANCE_MIN = 0.99  # the current code's cut, stricter than when the turn ran
+    assert case_stored(case, timeout=1.0, reground=True).final_action == "no_answer"
+
+
 def test_the_relevance_cut_is_a_setting_and_off_by_default(trust_local, settings):
     settings.ANSWER_RELEVANCE_MIN = 0.99  # no answer is that close to its question: replaced
     turn = _run(trust_local, "How many agents can a workspace have?", Reply(content="A workspace can have up to 25 agents [1]."))
