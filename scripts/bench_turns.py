@@ -2,7 +2,7 @@
 
 Run: ./sd bench scripts/bench_turns.py [--sequential 30] [--concurrent 50] [--flood 200]
          [--llm-plan-delay 1.5] [--llm-chunk-delay 0.05] [--answer-chunks 24] [--ingest-chunks 200]
-         [--kb-chunks 2000]
+         [--kb-chunks 2000] [--subqueries 0]
 
 Starts the scripted OpenAI-compatible LLM (tests/llm_stub.py), the Celery workers of
 the run command (``devstack.workers``: the stage queues in a threads pool, ingestion in
@@ -22,6 +22,10 @@ staff upload of about N chunks is ingested by the ingest worker. ``--kb-chunks N
 (2,000 by default) first loads a synthetic knowledge base of N chunks (the retrieval bench's
 loader), so the searches of every turn run against an index of real size instead of an empty one
 (with none, every turn ends ``no_answer``: nothing covers the question).
+Every customer asks the same question, and the scripted plan writes the same sub-query for each, so
+after the first turn its vector comes from the query cache (as for a real burst of one question);
+``--subqueries N`` gives each turn N sub-queries of its own instead, each embedded by the answer
+stage (as for a burst of different questions).
 
 Reported:
 - platform overhead per turn: wall time at the client (message sent -> ``done``)
@@ -81,7 +85,7 @@ from retrieval.uploads import upload_create  # noqa: E402
 from sgr.models import PlanRecord  # noqa: E402
 from config.celery import app as celery_app  # noqa: E402
 from supportdesk.models import Turn, TurnEvent  # noqa: E402
-from tests.llm_stub import ScriptedLLM  # noqa: E402
+from tests.llm_stub import Reply, ScriptedLLM  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -91,10 +95,11 @@ class StubProcess:
     share this process's interpreter lock with the clients whose receive times are measured.
     (CLOCK_MONOTONIC is system-wide, so its timestamps compare with this process's.)"""
 
-    def __init__(self, answer_text: str, plan_delay: float, chunk_delay: float) -> None:
+    def __init__(self, answer_text: str, plan_delay: float, chunk_delay: float, subqueries: int = 0) -> None:
         context = multiprocessing.get_context("fork")
         self._conn, child = context.Pipe()
-        self._proc = context.Process(target=_stub_serve, args=(child, answer_text, plan_delay, chunk_delay), daemon=True)
+        self._proc = context.Process(target=_stub_serve, args=(child, answer_text, plan_delay, chunk_delay, subqueries),
+                                     daemon=True)
         self._proc.start()
         self.pid = self._proc.pid
         self.base_url: str = self._conn.recv()
@@ -109,9 +114,35 @@ class StubProcess:
         self._proc.join(10)
 
 
-def _stub_serve(conn: Any, answer_text: str, plan_delay: float, chunk_delay: float) -> None:
+# Sub-queries as a planner writes them for the bench's question; each turn's own (``--subqueries``).
+SUBQUERY_TOPICS = ("reset password", "password reset link", "forgot password email", "change account password")
+
+
+class TurnSubqueriesLLM(ScriptedLLM):
+    """The scripted LLM whose plan gives each message sub-queries of its own (the message's mark in them), so
+    none is embedded already, as a planner's for different customers' questions; the fixed plan's one
+    ("reset password") is embedded once and then found in the query cache by every later turn."""
+
+    def __init__(self, subqueries: int) -> None:
+        super().__init__()
+        self.subqueries = subqueries
+
+    def default_reply(self, body: dict[str, Any]) -> Reply:
+        reply = super().default_reply(body)
+        if not reply.tool_calls or not self.subqueries:
+            return reply
+        users = [m["content"] for m in body.get("messages", []) if m.get("role") == "user"
+                 and isinstance(m.get("content"), str)]
+        mark = users[-1].split(":", 1)[0] if users else ""
+        args = {**self.plan_args, "subqueries": [f"{topic} {mark}"
+                                                 for topic in SUBQUERY_TOPICS[:self.subqueries]]}
+        return Reply(tool_calls=[{"name": reply.tool_calls[0]["name"], "arguments": json.dumps(args)}],
+                     delay=reply.delay)
+
+
+def _stub_serve(conn: Any, answer_text: str, plan_delay: float, chunk_delay: float, subqueries: int = 0) -> None:
     die_with_parent()  # a bench killed outright leaves no stub behind
-    stub = ScriptedLLM()
+    stub = TurnSubqueriesLLM(subqueries)
     stub.answer_text = answer_text
     stub.plan_delay, stub.chunk_delay = plan_delay, chunk_delay
     stub.start()
@@ -557,13 +588,17 @@ def main() -> int:
     parser.add_argument("--warm-burst", type=int, default=0,
                         help="first send this many turns at once, not measured: the connection pools grown and every "
                              "new session's caches filled, as in a platform that has been serving for a while")
+    parser.add_argument("--subqueries", type=int, default=0, choices=range(len(SUBQUERY_TOPICS) + 1),
+                        help="the plan gives each turn this many sub-queries of its own, embedded by the answer "
+                             "stage's prefetch (0: the scripted plan's one fixed sub-query, found in the query cache "
+                             "after the first turn)")
     parser.add_argument("--ingest-chunks", type=int, default=0,
                         help="also run the concurrent burst while an upload of about this many chunks is ingested")
     args = parser.parse_args()
     answer_text = " ".join(f"tok{i}" for i in range(args.answer_chunks))
     if args.kb_chunks:
         kb_synthetic_load(args.kb_chunks)
-    stub = StubProcess(answer_text, args.llm_plan_delay, args.llm_chunk_delay)
+    stub = StubProcess(answer_text, args.llm_plan_delay, args.llm_chunk_delay, args.subqueries)
     procs, base = start_stack(stub, ROOT / ".data" / "bench" / "turns")
     STACK.update({name: proc.pid for name, proc in zip([f"worker-{w.role}" for w in worker_specs()] + ["web"], procs, strict=True)})
     STACK.update({"llm-stub": stub.pid, "client": os.getpid(), "services": os.getppid(), **services_pids(os.getppid())})
@@ -574,7 +609,7 @@ def main() -> int:
         if args.warm_burst:
             asyncio.run(wave(base, "warmburst", args.warm_burst))
         print(f"cpu cores: {os.cpu_count()}; LLM: plan delay {args.llm_plan_delay} s, {args.answer_chunks} chunks "
-              f"{args.llm_chunk_delay} s apart; stage workers: {len(specs) - 1} x {stages.pool} pool x {stages.concurrency}; "
+              f"{args.llm_chunk_delay} s apart; sub-queries per turn: {args.subqueries or '1 fixed'}; stage workers: {len(specs) - 1} x {stages.pool} pool x {stages.concurrency}; "
               f"{os.environ.get('SD_WEB_WORKERS', '2')} uvicorn processes")
         if args.sequential:
             report("1 conversation", burst(base, "seq", 1, stub, answer_text, args.sequential))
