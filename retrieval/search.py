@@ -35,6 +35,7 @@ from retrieval.embedders import embedder_get
 from retrieval.language import language_detect, ts_config_for
 from retrieval.rerank import RerankError, rerank_client
 from retrieval.schemas import Article, ChunkHit, SearchFilters, SearchMode
+from retrieval.terms import term_stems
 
 logger = logging.getLogger(__name__)
 
@@ -513,6 +514,40 @@ def articles_search(queries: list[str], *, k: int, filters: SearchFilters | None
     return articles_search_scored(queries, k=k, filters=filters, language=language, mode=mode)[0]
 
 
+def batch_vectors(queries: list[str], *, language: str | None = None) -> list[np.ndarray]:
+    """The query vectors of one batch of queries (a turn's message, then the plan's sub-queries), embedded in
+    one call.
+
+    A later query that restates the first (:func:`restates`: "reset password" after "how do I reset my
+    password?") is judged by the first's vector: the whole message says what its words mean at least as
+    well, and embedding them again costs about as much as the message itself (~1 ms of CPU a token on
+    the local embedder, issue 31). Its words still rank the chunks by full text. A sub-query for one part
+    of a longer message, or in another language (a small planner's English sub-query for a Russian
+    message), has a vector of its own."""
+    first = queries[0]
+    language = language or language_detect(first, default=settings.DEFAULT_LANGUAGE)
+    own = [index == 0 or not restates(query, first, language=language) for index, query in enumerate(queries)]
+    embedded = iter(embedder_get().embed_queries([q for q, needed in zip(queries, own, strict=True) if needed]))
+    vectors: list[np.ndarray] = []
+    for needed in own:
+        vectors.append(next(embedded) if needed else vectors[0])
+    return vectors
+
+
+RESTATES_SHARE = 2 / 3  # of the first query's content words a restatement holds
+
+
+def restates(query: str, first: str, *, language: str) -> bool:
+    """Whether ``query`` only restates ``first``, a message in ``language``: it is in that language, every
+    content word of it is one of the first's, and it holds at least :data:`RESTATES_SHARE` of them (a
+    sub-query for one of two questions in a message does not). A sub-query in another language is the
+    coverage check's translation of the message, judged by its own vector (``retrieval.coverage``)."""
+    first_stems, stems = term_stems(first), term_stems(query)
+    if not stems <= first_stems or len(stems) < RESTATES_SHARE * len(first_stems):
+        return False
+    return language_detect(query, default=language) == language
+
+
 def articles_search_scored(queries: list[str], *, k: int, filters: SearchFilters | None = None,
                            language: str | None = None, mode: SearchMode = "hybrid",
                            ) -> tuple[list[Article], dict[str, float]]:
@@ -521,8 +556,7 @@ def articles_search_scored(queries: list[str], *, k: int, filters: SearchFilters
     by_document: dict[int, Article] = {}
     relevances: dict[str, float] = {}
     unique = list(dict.fromkeys(q.strip() for q in queries if q.strip()))
-    # One embedding call for all the queries (a turn's sub-queries): one batch, not one call each.
-    vectors = embedder_get().embed_queries(unique) if mode != "text" and len(unique) > 1 else None
+    vectors = batch_vectors(unique, language=language) if mode != "text" and len(unique) > 1 else None
     for index, query in enumerate(unique):
         hits = chunk_search_hybrid(query, k=k * 3, filters=filters, mode=mode, language=language,
                                    query_vector=None if vectors is None else vectors[index])

@@ -9,6 +9,7 @@ from retrieval.context import citations_resolve, context_fit_budget
 from retrieval.ingestion import kb_ingest_paths
 from retrieval.models import QueryTrace
 from retrieval.schemas import Article, ChunkHit, Source
+from retrieval.search import restates
 from retrieval.tool import SEARCH_KB_TOOL, search_kb
 
 pytestmark = pytest.mark.django_db
@@ -54,6 +55,30 @@ def test_each_query_of_a_batch_carries_its_own_best_relevance(stub_embedder, wri
     assert all(0.0 <= value <= 1.0 for value in values) and values[0] != values[1]  # each its own
     assert round(max(values), 4) == result.confidence.top_score  # the merged list's best is one of them
     assert "query_relevance" not in result.model_dump()  # not part of what the model or the trace gets
+
+
+def test_a_sub_query_that_restates_the_message_is_not_embedded_again(stub_embedder, write_files):
+    kb_ingest_paths(paths=[str(write_files(DOCS))])
+    before = len(stub_embedder.requests)
+    result = search_kb(["How do I reset my password?", "reset password", "express delivery"])
+    embedded = [text for r in stub_embedder.requests[before:] if r.path.endswith("/embeddings")
+                for text in r.body["input"]]
+    assert len(embedded) == 2 and embedded[0].endswith("How do I reset my password?")
+    assert embedded[1].endswith("express delivery")  # one call, without "reset password"
+    # It is still searched (its words by full text, its meaning by the message's vector), with its relevance.
+    assert result.query_relevance["reset password"] == result.query_relevance["How do I reset my password?"]
+    assert {"Password", "Delivery"} <= {a.title for a in result.articles}
+
+
+def test_what_restates_a_message():
+    assert restates("reset password", "How do I reset my password?", language="en")
+    assert restates("Reset the password", "how do I reset my password", language="en")
+    # A word of its own, one of two questions, another language: a vector of its own.
+    assert not restates("password reset link", "How do I reset my password?", language="en")
+    assert not restates("change email", "How do I reset my password and change my email?", language="en")
+    assert not restates("autovacuum_vacuum_scale_factor", "Как изменить autovacuum_vacuum_scale_factor?",
+                        language="ru")
+    assert restates("сбросить пароль", "Как сбросить пароль?", language="ru")
 
 
 def test_every_call_is_traced_even_with_no_results(stub_embedder):

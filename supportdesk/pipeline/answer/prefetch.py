@@ -5,7 +5,8 @@ the prompt: given five, the 1.5B model answered from the third (a neighbouring p
 first held the answer; fewer articles are also a shorter prompt, the local model's main cost.
 
 When the plan's final action is ``normal``, its sub-queries (after the customer's
-message itself) are searched in one batch (one embedding call, the results merged,
+message itself) are searched in one batch (one embedding call, a sub-query that only restates the
+message judged by the message's vector: ``retrieval.search.batch_vectors``; the results merged,
 numbered ``[n]`` and trimmed to ``LLM_CONTEXT_BUDGET``) and the articles go into the
 answer prompt as its last message, with how to use and cite them. So a model that
 never calls the ``search_kb`` tool still answers from the knowledge base, and its
