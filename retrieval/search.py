@@ -258,8 +258,9 @@ _INDEX_RESTORE = "SELECT set_config('enable_seqscan', current_setting('retrieval
 
 
 def _rankings_fetch(query: str | None, ts_config: str, n: int, filters: SearchFilters | None, *,
-                    vector: str | None) -> tuple[list[_Row], list[_Row]]:
-    """The ANN ranking (when ``vector`` is given) and the full-text ranking (when ``query`` is), best first.
+                    vector: str | None, ann: bool = True) -> tuple[list[_Row], list[_Row]]:
+    """The ANN ranking (when ``vector`` is given and ``ann``) and the full-text ranking (when ``query`` is, with
+    each chunk's cosine to ``vector``), best first.
 
     One round trip for both: Django's client-side-binding cursor sends the statements
     as one simple query, which runs as one transaction, so the ANN query's local
@@ -270,7 +271,7 @@ def _rankings_fetch(query: str | None, ts_config: str, n: int, filters: SearchFi
     params: list[Any] = []
     settings_statements = 0
     index_forced = False
-    if vector is not None:
+    if vector is not None and ann:
         statements.append("SELECT set_config('hnsw.ef_search', %s, true)")
         params.append(str(max(settings.RETRIEVAL_HNSW_EF_SEARCH, n)))
         if where:  # filtered: keep scanning the graph until enough rows pass the filter
@@ -292,10 +293,10 @@ def _rankings_fetch(query: str | None, ts_config: str, n: int, filters: SearchFi
         cursor.execute("; ".join(statements), params)
         for _ in range(settings_statements):
             cursor.nextset()
-        vector_rows = [_Row(*row) for row in cursor.fetchall()] if vector is not None else []
+        vector_rows = [_Row(*row) for row in cursor.fetchall()] if vector is not None and ann else []
         if index_forced:
             cursor.nextset()
-        if query is not None and vector is not None:
+        if query is not None and vector is not None and ann:
             cursor.nextset()
         text_rows = [_Row(*row) for row in cursor.fetchall()] if query is not None else []
     return vector_rows, text_rows
@@ -344,7 +345,8 @@ def nearest_similarity(query: str, *, query_vector: np.ndarray | None = None) ->
 
 def chunk_search_hybrid(query: str, k: int = 10, filters: SearchFilters | None = None, *,
                         mode: SearchMode = "hybrid", query_vector: np.ndarray | None = None,
-                        language: str | None = None, rerank: bool = True) -> list[ChunkHit]:
+                        language: str | None = None, rerank: bool = True,
+                        dense_rankings: dict[tuple[str, int], list[_Row]] | None = None) -> list[ChunkHit]:
     """The ``k`` best chunks for ``query``, best first.
 
     ``mode`` picks the retrievers (``vector``, ``text`` or both fused). The query's
@@ -352,6 +354,9 @@ def chunk_search_hybrid(query: str, k: int = 10, filters: SearchFilters | None =
     without letters). ``query_vector`` skips embedding the query when the caller
     already has it. When a reranker is configured and ``rerank`` is true, the fused
     candidates are reordered by its scores; if it fails the fused order stands.
+    ``dense_rankings``: the ANN rankings of earlier searches of one batch with the same filters, by vector;
+    a query searched with a vector already ranked (a sub-query judged by the message's, ``batch_vectors``)
+    reuses its ranking instead of running the ANN query again.
     """
     k = max(1, k)
     n = max(settings.RETRIEVAL_CANDIDATES, k)
@@ -361,8 +366,13 @@ def chunk_search_hybrid(query: str, k: int = 10, filters: SearchFilters | None =
         if query_vector is None:
             query_vector = embedder_get().embed_queries([query])[0]
         vector = vector_literal(query_vector)
+    known = dense_rankings.get((vector, n)) if dense_rankings is not None and vector is not None else None
     vector_rows, text_rows = _rankings_fetch(query if mode != "vector" else None, ts_config, n, filters,
-                                             vector=vector)
+                                             vector=vector, ann=known is None)
+    if known is not None:
+        vector_rows = known
+    elif dense_rankings is not None and vector is not None:
+        dense_rankings[(vector, n)] = vector_rows
     vector_ranked = [(row.chunk_id, row.similarity or 0.0, row.ts_config) for row in vector_rows]
     text_ranked = [(row.chunk_id, round(row.score or 0.0, 6)) for row in text_rows]
     # The cosines of the chunks full text finds come with them (score fusion judges every candidate on both).
@@ -557,9 +567,11 @@ def articles_search_scored(queries: list[str], *, k: int, filters: SearchFilters
     relevances: dict[str, float] = {}
     unique = list(dict.fromkeys(q.strip() for q in queries if q.strip()))
     vectors = batch_vectors(unique, language=language) if mode != "text" and len(unique) > 1 else None
+    dense_rankings: dict[tuple[str, int], list[_Row]] = {}
     for index, query in enumerate(unique):
         hits = chunk_search_hybrid(query, k=k * 3, filters=filters, mode=mode, language=language,
-                                   query_vector=None if vectors is None else vectors[index])
+                                   query_vector=None if vectors is None else vectors[index],
+                                   dense_rankings=dense_rankings)
         relevances[query] = max((relevance(hit.vector_score) for hit in hits), default=0.0)
         for article in articles_group(hits):
             current = by_document.get(article.document_id)

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from retrieval.chunking import token_estimate
 from retrieval.context import citations_resolve, context_fit_budget
 from retrieval.ingestion import kb_ingest_paths
 from retrieval.models import QueryTrace
 from retrieval.schemas import Article, ChunkHit, Source
-from retrieval.search import restates
+from retrieval.embedders import embedder_get
+from retrieval.search import chunk_search_hybrid, restates
 from retrieval.tool import SEARCH_KB_TOOL, search_kb
 
 pytestmark = pytest.mark.django_db
@@ -68,6 +71,22 @@ def test_a_sub_query_that_restates_the_message_is_not_embedded_again(stub_embedd
     # It is still searched (its words by full text, its meaning by the message's vector), with its relevance.
     assert result.query_relevance["reset password"] == result.query_relevance["How do I reset my password?"]
     assert {"Password", "Delivery"} <= {a.title for a in result.articles}
+
+
+def test_a_query_searched_with_a_vector_already_ranked_reuses_its_ann_ranking(stub_embedder, write_files):
+    kb_ingest_paths(paths=[str(write_files(DOCS))])
+    with CaptureQueriesContext(connection) as queries:
+        search_kb(["How do I reset my password?", "reset password", "express delivery"])
+    ann = [q["sql"] for q in queries.captured_queries if "hnsw.ef_search" in q["sql"]]
+    assert len(ann) == 2  # the message's and "express delivery"'s; "reset password" reuses the message's
+
+    vector = embedder_get().embed_queries(["How do I reset my password?"])[0]
+    rankings: dict = {}
+    chunk_search_hybrid("How do I reset my password?", k=9, query_vector=vector, dense_rankings=rankings)
+    assert len(rankings) == 1
+    reused = chunk_search_hybrid("reset password", k=9, query_vector=vector, dense_rankings=rankings)
+    fresh = chunk_search_hybrid("reset password", k=9, query_vector=vector)
+    assert [h.model_dump() for h in reused] == [h.model_dump() for h in fresh] and reused
 
 
 def test_what_restates_a_message():
