@@ -37,7 +37,7 @@ from django.conf import settings
 from pydantic import BaseModel, Field
 
 from retrieval.language import language_detect
-from retrieval.terms import names_of, term_stems
+from retrieval.terms import name_held, names_of, term_stems
 
 CoverageRule = str  # "no_articles" | "names" | "dense_high" | "terms" | "dense_only" | "translated"
 MIN_TERMS = 2  # fewer content words (a short follow-up: "and the login?") say too little: the dense signal decides
@@ -136,7 +136,7 @@ def _names_missing(names: list[str], texts: list[str], stems_of: Callable[[str],
     if not names:
         return []
     lowered = [text.lower() for text in texts]
-    absent = [name for name in names if not any(name in text for text in lowered)]
+    absent = [name for name in names if not any(name_held(name, text) for text in lowered)]
     if not absent:
         return []
     vocabulary = set().union(*(stems_of(text) for text in texts))

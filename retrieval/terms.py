@@ -55,6 +55,13 @@ def names_of(text: str) -> list[str]:
                               if (m.group(1) or m.group(2)).strip()))
 
 
+def name_held(name: str, text: str) -> bool:
+    """Whether ``text`` (lower-cased) holds the technical name ``name`` whole: "lock_timeout" is not in
+    "deadlock_timeout", "vacuum_freeze_max_age" not in "autovacuum_freeze_max_age", "pg_dump" not in
+    "pg_dumpall" (each another setting or tool)."""
+    return re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text) is not None
+
+
 def term_stems(text: str) -> set[str]:
     """The stems of the text's content words (stop words, digits-only and short words left out)."""
     return {word_stem(word) for word in WORD.findall(text.lower()) if word not in STOP and not word.isdigit()}

@@ -9,7 +9,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from retrieval.coverage import CoverageCuts, coverage_assess
-from retrieval.terms import names_of, term_stems
+from retrieval.terms import name_held, names_of, term_stems
 
 CUTS = CoverageCuts(dense_min=0.3, terms_min=0.6, dense_high=1.01, dense_cross=0.7)
 WIDGET = "Add the widget to any page with one script tag. The data-theme attribute sets the dark theme."
@@ -94,6 +94,21 @@ def test_a_setting_no_article_names_is_not_covered_a_customer_s_own_name_does_no
     across = coverage_assess(message="Какое значение vacuum_freeze_min_age по умолчанию?", language="ru", dense=0.9,
                              articles=[vacuum], cuts=CUTS)
     assert not across.covered and across.rule == "names"  # names compare in any language
+
+
+def test_a_name_is_held_whole_not_inside_a_longer_one():
+    locks = ("deadlock_timeout (integer): the amount of time to wait on a lock before checking for a deadlock. "
+             "The default is one second (1s).")
+    cuts = CUTS.model_copy(update={"dense_high": 0.95})
+    other = coverage_assess(message="What's the default lock_timeout in Postgres 15?", language="en", dense=0.99,
+                            articles=[locks], cuts=cuts)
+    assert not other.covered and other.rule == "names" and other.names_missing == ["lock_timeout"]
+    named = coverage_assess(message="What's the default deadlock_timeout?", language="en", dense=0.99,
+                            articles=[locks], cuts=cuts)
+    assert named.covered and named.names_missing == []
+    assert name_held("pg_dump", "run pg_dump, then pg_restore") and not name_held("pg_dump", "run pg_dumpall")
+    assert name_held("--jobs", "pg_dump --jobs 4") and not name_held("vacuum_freeze_max_age",
+                                                                     "autovacuum_freeze_max_age is 200 million")
 
 
 def test_a_tool_of_the_articles_name_family_that_none_of_them_names_is_not_covered():

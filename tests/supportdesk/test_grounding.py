@@ -258,6 +258,8 @@ def test_the_quoted_line_names_the_setting_the_question_asks_about(settings):
     assert line.startswith("autovacuum_multixact_freeze_max_age")
     # Without a name in the question, the same line may answer its words.
     assert quote_best(question="What is the default freeze age before a vacuum is forced?", searches=[search]) is not None
+    # A name is held whole: the line on autovacuum_multixact_freeze_max_age does not name multixact_freeze_max_age.
+    assert quote_best(question="What is the default multixact_freeze_max_age?", searches=[search]) is None
 
 
 def test_a_bare_number_the_customer_gave_is_context_beside_a_value_of_the_sentence_s_own():

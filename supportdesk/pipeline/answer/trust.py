@@ -17,7 +17,7 @@ from django.conf import settings
 from retrieval.coverage import Coverage, coverage_assess
 from retrieval.language import language_detect
 from retrieval.synonyms import synonym_stem_groups
-from retrieval.terms import names_of, term_stems
+from retrieval.terms import name_held, names_of, term_stems
 from sgr.intent import intent_echoes_example
 from sgr.models import PlanRecord
 from sgr.records import plan_record_outputs_save
@@ -156,7 +156,7 @@ def _line_best(asked: set[str], names: list[str], searches: list[KbResult]) -> t
                 shared = asked & stems
                 share = len(shared) / len(asked)
                 if len(shared) >= QUOTE_MIN_TERMS and share >= settings.ANSWER_GROUNDING_QUOTE_MIN and number in sources \
-                        and stems - asked and (not names or any(n in line.lower() for n in names)) \
+                        and stems - asked and (not names or any(name_held(n, line.lower()) for n in names)) \
                         and (best is None or share > best[0]):
                     best = (share, line.strip(" -"), sources[number])
     return None if best is None else (best[1], best[2])
