@@ -524,6 +524,20 @@ def articles_search(queries: list[str], *, k: int, filters: SearchFilters | None
     return articles_search_scored(queries, k=k, filters=filters, language=language, mode=mode)[0]
 
 
+RESTATES_SHARE = 2 / 3  # of the first query's content words a restatement holds
+
+
+def restates(query: str, first: str, *, language: str) -> bool:
+    """Whether ``query`` only restates ``first``, a message in ``language``: it is in that language, every
+    content word of it is one of the first's, and it holds at least :data:`RESTATES_SHARE` of them (a
+    sub-query for one of two questions in a message does not). A sub-query in another language is the
+    coverage check's translation of the message, judged by its own vector (``retrieval.coverage``)."""
+    first_stems, stems = term_stems(first), term_stems(query)
+    if not stems <= first_stems or len(stems) < RESTATES_SHARE * len(first_stems):
+        return False
+    return language_detect(query, default=language) == language
+
+
 def batch_vectors(queries: list[str], *, language: str | None = None) -> list[np.ndarray]:
     """The query vectors of one batch of queries (a turn's message, then the plan's sub-queries), embedded in
     one call.
@@ -542,20 +556,6 @@ def batch_vectors(queries: list[str], *, language: str | None = None) -> list[np
     for needed in own:
         vectors.append(next(embedded) if needed else vectors[0])
     return vectors
-
-
-RESTATES_SHARE = 2 / 3  # of the first query's content words a restatement holds
-
-
-def restates(query: str, first: str, *, language: str) -> bool:
-    """Whether ``query`` only restates ``first``, a message in ``language``: it is in that language, every
-    content word of it is one of the first's, and it holds at least :data:`RESTATES_SHARE` of them (a
-    sub-query for one of two questions in a message does not). A sub-query in another language is the
-    coverage check's translation of the message, judged by its own vector (``retrieval.coverage``)."""
-    first_stems, stems = term_stems(first), term_stems(query)
-    if not stems <= first_stems or len(stems) < RESTATES_SHARE * len(first_stems):
-        return False
-    return language_detect(query, default=language) == language
 
 
 def articles_search_scored(queries: list[str], *, k: int, filters: SearchFilters | None = None,
