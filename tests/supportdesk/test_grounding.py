@@ -359,3 +359,24 @@ def test_a_code_block_with_an_invented_line_is_dropped_whole_and_an_open_fence_i
     assert _ground("```\n}\n```", a1=WIDGET).text == "```\n}\n```"  # nothing to check: kept, uncited
     indexed = _ground("```python\nfirst = hits[1]\n```", a1=WIDGET)  # a subscript in code is not a citation
     assert indexed.sentences[0].cited == [] and "hits[1]" in indexed.sentences[0].text
+
+
+LOCKS = ("deadlock_timeout (integer)\nThis is the amount of time to wait on a lock before checking to see if there is "
+         "a deadlock condition. The default is one second (1s).\n"
+         "maintenance_work_mem (integer)\nSpecifies the maximum amount of memory to be used by maintenance operations. "
+         "It defaults to 64 megabytes (64MB).")
+
+
+def test_a_setting_s_name_stands_whole_on_the_line_of_its_value():
+    right = _ground("The default deadlock_timeout is one second (1s) [1].", a1=LOCKS)
+    assert right.sentences[0].status == "supported"
+    # "lock_timeout" and "work_mem" are inside the neighbouring names once spaces are folded: other settings.
+    inside = _ground("The default lock_timeout is one second (1s) [1].", a1=LOCKS)
+    assert inside.sentences[0].status == "unsupported" and inside.text == ""
+    memory = _ground("By default `work_mem` is 64MB [1].", a1=LOCKS)
+    assert memory.sentences[0].status == "unsupported"
+    assert _ground("By default `maintenance_work_mem` is 64MB [1].", a1=LOCKS).sentences[0].status == "supported"
+    # Across languages only the values are compared, the names still whole.
+    across = _ground("По умолчанию lock_timeout равен 1s [1].", "ru", a1=LOCKS)
+    assert across.sentences[0].status == "unsupported"
+    assert _ground("По умолчанию deadlock_timeout равен 1s [1].", "ru", a1=LOCKS).sentences[0].status == "unverified"

@@ -3,7 +3,8 @@
 A sentence is *supported* by an article when
 
 - the values it states (numbers with their units, commands, settings, identifiers:
-  :func:`values_of`) stand together in one sentence of the article or one table row, which also
+  :func:`values_of`; a name whole: ``lock_timeout`` is not in ``deadlock_timeout``) stand together in one
+  sentence of the article or one table row, which also
   holds the words the values answer: at least two of the sentence's content terms that the
   article has at all (one when it has only one, or when it is a table row's whole item, its first
   cell: "integer" on the ``integer`` row). In a paragraph the first sentence lends its
@@ -40,7 +41,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from retrieval.language import language_detect
-from retrieval.terms import term_stems
+from retrieval.terms import name_held, term_stems
 
 CITATION = re.compile(r"\s*\[(\d{1,3})\]")
 SENTENCE_END = re.compile(r"(?<=[.!?…])\s+(?=[^\s\[])")
@@ -170,14 +171,27 @@ def _needles(value: str, *, same_language: bool) -> list[re.Pattern[str]]:
     return needles
 
 
+def _names(value: str) -> list[str]:
+    """The technical names in a value (settings, flags, commands: ``IDENTIFIER``), lower-cased: each must stand
+    whole where the value is found (``retrieval.terms.name_held``), as the folded text cannot tell: "lock_timeout"
+    is in "deadlock_timeout" once spaces are gone, and "work_mem = 64MB" would be read off the line on
+    ``maintenance_work_mem``."""
+    if HTML_TAG.fullmatch(value) or NUMBER.fullmatch(value.partition(" ")[0]):
+        return []
+    return [word.lower() for word in value.split() if IDENTIFIER.fullmatch(word)]
+
+
 class _Article:
     def __init__(self, text: str, language: str) -> None:
         self.language = language_detect(text, default=language)
         title = _title(text)
+        title_raw = text.split("\n", 1)[0].lower() if title else ""
+        # (numbers, title|words folded, stems, the row's own stems, the row's item stems, title and words as written)
         self.units = [(value_norm(numbers), f"{title}|{value_norm(words)}", term_stems(words), _row_own_stems(words),
-                       _row_item_stems(words)) for numbers, words in _units(text)]
+                       _row_item_stems(words), f"{title_raw}\n{words.lower()}") for numbers, words in _units(text)]
         self.flat = value_norm(text)
-        self.stems = set().union(*(stems for _, _, stems, _, _ in self.units)) if self.units else set()
+        self.lowered = text.lower()
+        self.stems = set().union(*(stems for _, _, stems, _, _, _ in self.units)) if self.units else set()
 
     def holds(self, values: list[str], stems: set[str], *, same_language: bool) -> bool:
         """All the values stand together in one unit (:func:`_units`) with the words they answer (at least two
@@ -185,15 +199,18 @@ class _Article:
         largest integer is 2,147,483,647, use bigint beyond" on the ``integer`` row): its numbers in the unit's
         own sentence, its names (settings, commands) there, in the paragraph's first sentence or in the
         article's title; across languages, where words cannot be compared, each anywhere in the article."""
+        names = [name for v in values for name in _names(v)]
         if not same_language:
-            return all(n.search(self.flat) for v in values for n in _needles(v, same_language=False))
+            return all(n.search(self.flat) for v in values for n in _needles(v, same_language=False)) \
+                and all(name_held(name, self.lowered) for name in names)
         needles = [(_needles(v, same_language=True), bool(NUMBER.match(v))) for v in values]
         wanted = stems & self.stems
         need = min(2, len(wanted))
         return any(all(_value_on(numbers if number else words, value) for value, number in needles)
+                   and all(name_held(name, raw) for name in names)
                    and len(unit_stems & wanted) >= (min(need, 1) if item and item <= wanted else need)
                    and (not wanted or own & wanted)
-                   for numbers, words, unit_stems, own, item in self.units)
+                   for numbers, words, unit_stems, own, item, raw in self.units)
 
     def copies(self, sentence: str) -> bool:
         """The sentence stands in the article word for word (a quoted passage may run over several of its
