@@ -361,10 +361,13 @@ def test_a_code_block_with_an_invented_line_is_dropped_whole_and_an_open_fence_i
     assert indexed.sentences[0].cited == [] and "hits[1]" in indexed.sentences[0].text
 
 
-LOCKS = ("deadlock_timeout (integer)\nThis is the amount of time to wait on a lock before checking to see if there is "
-         "a deadlock condition. The default is one second (1s).\n"
-         "maintenance_work_mem (integer)\nSpecifies the maximum amount of memory to be used by maintenance operations. "
-         "It defaults to 64 megabytes (64MB).")
+# As the manual's pages are ingested: a setting and its definition on one line.
+LOCKS = ("deadlock_timeout ( integer ): This is the amount of time to wait on a lock before checking to see if there "
+         "is a deadlock condition. The default is one second ( 1s ).\n"
+         "maintenance_work_mem ( integer ): Specifies the maximum amount of memory to be used by maintenance "
+         "operations. It defaults to 64 megabytes ( 64MB ).\n"
+         "temp_buffers ( integer ): Sets the maximum amount of memory used for temporary buffers within each "
+         "database session. The default is eight megabytes ( 8MB ).")
 
 
 def test_a_setting_s_name_stands_whole_on_the_line_of_its_value():
@@ -380,3 +383,15 @@ def test_a_setting_s_name_stands_whole_on_the_line_of_its_value():
     across = _ground("По умолчанию lock_timeout равен 1s [1].", "ru", a1=LOCKS)
     assert across.sentences[0].status == "unsupported"
     assert _ground("По умолчанию deadlock_timeout равен 1s [1].", "ru", a1=LOCKS).sentences[0].status == "unverified"
+
+
+def test_a_number_with_its_unit_written_on_is_a_value():
+    assert values_of("The default is 8MB, checked every 5min; a 1s wait, 100ms, the 3rd row, v15.") == [
+        "8 mb", "5 min", "1 s", "100 ms"]
+    assert _ground("temp_buffers defaults to 8MB [1].", a1=LOCKS).sentences[0].status == "supported"
+    # Its words are all on the article's line; the value is not.
+    wrong = _ground("temp_buffers defaults to 16MB [1].", a1=LOCKS)
+    assert wrong.sentences[0].status == "unsupported" and wrong.sentences[0].missing_values == ["16 mb"]
+    # Across languages the value is what can be checked: held, the sentence is shown; not held, it is dropped.
+    assert _ground("По умолчанию temp_buffers равен 8MB [1].", "ru", a1=LOCKS).sentences[0].status == "unverified"
+    assert _ground("По умолчанию temp_buffers равен 16MB [1].", "ru", a1=LOCKS).sentences[0].status == "unsupported"

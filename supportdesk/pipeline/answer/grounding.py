@@ -55,6 +55,9 @@ QUESTION_END = re.compile(r"\?[\s\"»”)]*$")  # a sentence that asks (the cust
 VALUE_LEFT_OUT = re.compile(r"(?:\b(?:is|are|was|were|be|equals|of|to|at|by|the|a|an)|\s(?:составляет|равно|равен|равна"
                             r"|равняется|—))$", re.IGNORECASE)
 NUMBER = re.compile(r"(?<![\w.])[-+]?\d[\d,.\u00a0\u202f ]*\d(?![\w])|(?<![\w.])\d(?![\w])")
+# A number with its unit written on ("64MB", "5min", "1s", "8kB": the manual's and the configuration files' own
+# notation): the same value as "64 MB" when the letters are a unit (UNIT_WORDS); "3rd", "v15" are no values.
+NUMBER_UNIT = re.compile(r"(?<![\w.])([-+]?\d+(?:[.,]\d+)*)([a-zA-Zа-яА-ЯёЁ%]{1,7})(?!\w)")
 UNIT = re.compile(r"\s*(%|[a-zA-Zа-яА-ЯёЁ]{1,12})")
 CODE = re.compile(r"`([^`]{1,80})`")
 DIGIT = re.compile(r"\d")
@@ -111,12 +114,15 @@ def value_norm(value: str) -> str:
 
 def values_of(text: str) -> list[str]:
     """Numbers with the unit after them, code spans and identifiers (settings, commands, flags)."""
-    found: list[str] = []
+    numbers: list[tuple[int, str]] = []
     for match in NUMBER.finditer(text):
         number = match.group(0).strip().rstrip(".,")
         unit = UNIT.match(text, match.end())
         word = unit.group(1).lower() if unit else ""
-        found.append(f"{number} {word}" if word in UNIT_WORDS else number)
+        numbers.append((match.start(), f"{number} {word}" if word in UNIT_WORDS else number))
+    numbers += [(m.start(), f"{m.group(1)} {m.group(2).lower()}") for m in NUMBER_UNIT.finditer(text)
+                if m.group(2).lower() in UNIT_WORDS]
+    found = [value for _, value in sorted(numbers)]
     found += [m.group(1).strip() for m in CODE.finditer(text)]
     found += [m.group(1) for m in IDENTIFIER.finditer(CODE.sub(" ", text))
               if m.group(1).lower() not in UNIT_WORDS and not PROSE_COMPOUND.fullmatch(m.group(1))
@@ -127,7 +133,7 @@ def values_of(text: str) -> list[str]:
 def prose_of(text: str) -> str:
     """The text without its values (numbers, code, settings, flags): the words its language is told by
     ("max_worker_processes по умолчанию равно 8" is Russian)."""
-    return IDENTIFIER.sub(" ", NUMBER.sub(" ", CODE.sub(" ", text)))
+    return IDENTIFIER.sub(" ", NUMBER.sub(" ", NUMBER_UNIT.sub(" ", CODE.sub(" ", text))))
 
 
 def _units(text: str) -> list[tuple[str, str]]:
