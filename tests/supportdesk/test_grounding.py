@@ -328,6 +328,8 @@ def test_code_with_spaces_is_checked_word_by_word_and_a_placeholder_is_the_reade
     keys = "Create a key from the command line: `manage.py create_api_key --name \"BI export\" --scope analyst`."
     filled = _ground("Run `manage.py create_api_key --name NAME --scope analyst` to create the key [1].", a1=keys)
     assert filled.sentences[0].status == "supported"
+    named = _ground("Run `manage.py create_api_key --name SUPPORT_BOT --scope analyst` to create the key [1].", a1=keys)
+    assert named.sentences[0].status == "supported"  # a flag's argument is the reader's, not a name to find whole
     wrong = _ground("Run `manage.py create_api_key --name NAME --scope admin` to create the key [1].", a1=keys)
     assert wrong.sentences[0].status == "unsupported"  # only its first word was looked for before
     assert wrong.sentences[0].missing_values == ["manage.py create_api_key --name NAME --scope admin"]

@@ -165,9 +165,7 @@ def _needles(value: str, *, same_language: bool) -> list[re.Pattern[str]]:
     number, _, unit = value.partition(" ")
     is_number = bool(NUMBER.fullmatch(number))
     if unit and not is_number:  # code with spaces (`pg_ctl stop -m fast`): each word
-        split = value.split()
-        words = [word for before, word in zip(["", *split], split, strict=False) if not PLACEHOLDER.fullmatch(word)
-                 and not (before.startswith("-") and METAVAR.fullmatch(word))]
+        words = _code_words(value)
         if words:
             return [re.compile(re.escape(value_norm(word))) for word in words]
     needle = re.escape(value_norm(number))
@@ -177,6 +175,14 @@ def _needles(value: str, *, same_language: bool) -> list[re.Pattern[str]]:
     return needles
 
 
+def _code_words(value: str) -> list[str]:
+    """The words of code with spaces the article must hold: the reader's placeholders (`<file>`, a flag's
+    `NAME`) aside."""
+    split = value.split()
+    return [word for before, word in zip(["", *split], split, strict=False) if not PLACEHOLDER.fullmatch(word)
+            and not (before.startswith("-") and METAVAR.fullmatch(word))]
+
+
 def _names(value: str) -> list[str]:
     """The technical names in a value (settings, flags, commands: ``IDENTIFIER``), lower-cased: each must stand
     whole where the value is found (``retrieval.terms.name_held``), as the folded text cannot tell: "lock_timeout"
@@ -184,7 +190,7 @@ def _names(value: str) -> list[str]:
     ``maintenance_work_mem``."""
     if HTML_TAG.fullmatch(value) or NUMBER.fullmatch(value.partition(" ")[0]):
         return []
-    return [word.lower() for word in value.split() if IDENTIFIER.fullmatch(word)]
+    return [word.lower() for word in _code_words(value) if IDENTIFIER.fullmatch(word)]
 
 
 class _Article:
