@@ -390,6 +390,7 @@ def test_a_setting_s_name_stands_whole_on_the_line_of_its_value():
 def test_a_number_with_its_unit_written_on_is_a_value():
     assert values_of("The default is 8MB, checked every 5min; a 1s wait, 100ms, the 3rd row, v15.") == [
         "8 mb", "5 min", "1 s", "100 ms"]
+    assert values_of("a 1.5GB file, 50% of it") == ["1.5 gb", "50 %"]  # one value each, not also a stray "1"
     assert _ground("temp_buffers defaults to 8MB [1].", a1=LOCKS).sentences[0].status == "supported"
     # Its words are all on the article's line; the value is not.
     wrong = _ground("temp_buffers defaults to 16MB [1].", a1=LOCKS)

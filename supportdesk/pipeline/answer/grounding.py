@@ -54,10 +54,17 @@ QUESTION_END = re.compile(r"\?[\s\"»”)]*$")  # a sentence that asks (the cust
 # citation taken off, nothing is left after "is"). It states nothing, whatever words it shares with an article.
 VALUE_LEFT_OUT = re.compile(r"(?:\b(?:is|are|was|were|be|equals|of|to|at|by|the|a|an)|\s(?:составляет|равно|равен|равна"
                             r"|равняется|—))$", re.IGNORECASE)
-NUMBER = re.compile(r"(?<![\w.])[-+]?\d[\d,.\u00a0\u202f ]*\d(?![\w])|(?<![\w.])\d(?![\w])")
-# A number with its unit written on ("64MB", "5min", "1s", "8kB": the manual's and the configuration files' own
-# notation): the same value as "64 MB" when the letters are a unit (UNIT_WORDS); "3rd", "v15" are no values.
-NUMBER_UNIT = re.compile(r"(?<![\w.])([-+]?\d+(?:[.,]\d+)*)([a-zA-Zа-яА-ЯёЁ%]{1,7})(?!\w)")
+UNIT_WORDS = frozenset("""
+b kb mb gb tb pb byte bytes kib mib gib tib ms s sec secs second seconds min mins minute minutes h hour hours
+day days week weeks month months year years digit digits row rows page pages column columns char chars
+character characters % percent x times mhz ghz kbit mbit gbit rub usd eur
+байт кб мб гб тб мс сек секунд секунды минут минуты час часа часов дней дня день недель месяцев лет
+""".split())
+# A number, whole ("64" is not in "1,664"); with its unit written on ("64MB", "5min", "1s", "8kB": the manual's and
+# the configuration files' own notation), in ``unit``, when the letters are a unit: "3rd", "x86", "v15" hold none.
+_UNITS_GLUED = "|".join(sorted((re.escape(word) for word in UNIT_WORDS), key=len, reverse=True))
+NUMBER = re.compile(rf"(?<![\w.])(?P<number>[-+]?\d[\d,.\u00a0\u202f ]*\d|\d)(?:(?P<unit>{_UNITS_GLUED})(?!\w)|(?!\w))",
+                    re.IGNORECASE)
 UNIT = re.compile(r"\s*(%|[a-zA-Zа-яА-ЯёЁ]{1,12})")
 CODE = re.compile(r"`([^`]{1,80})`")
 DIGIT = re.compile(r"\d")
@@ -72,12 +79,6 @@ PROSE_COMPOUND = re.compile(r"[a-z]+(?:-[a-z]+)+")
 # file", "the page"): prose, not a value that must stand on the article's line. Settings and commands keep
 # their marks (LLM_BASE_URL, `VACUUM`, --prune) or are longer.
 ACRONYM = re.compile(r"[A-Z]{2,4}")
-UNIT_WORDS = frozenset("""
-b kb mb gb tb pb byte bytes kib mib gib tib ms s sec secs second seconds min mins minute minutes h hour hours
-day days week weeks month months year years digit digits row rows page pages column columns char chars
-character characters % percent x times mhz ghz kbit mbit gbit rub usd eur
-байт кб мб гб тб мс сек секунд секунды минут минуты час часа часов дней дня день недель месяцев лет
-""".split())
 TITLE_MAX_CHARS = 80  # a longer first line is content, not the article's title
 COPY_MIN_TERMS = 3  # a sentence copied word for word from an article, with at least this many content words, is supported
 Status = Literal["supported", "unsupported", "unverified", "neutral", "unchecked"]
@@ -114,15 +115,15 @@ def value_norm(value: str) -> str:
 
 def values_of(text: str) -> list[str]:
     """Numbers with the unit after them, code spans and identifiers (settings, commands, flags)."""
-    numbers: list[tuple[int, str]] = []
+    found: list[str] = []
     for match in NUMBER.finditer(text):
-        number = match.group(0).strip().rstrip(".,")
-        unit = UNIT.match(text, match.end())
-        word = unit.group(1).lower() if unit else ""
-        numbers.append((match.start(), f"{number} {word}" if word in UNIT_WORDS else number))
-    numbers += [(m.start(), f"{m.group(1)} {m.group(2).lower()}") for m in NUMBER_UNIT.finditer(text)
-                if m.group(2).lower() in UNIT_WORDS]
-    found = [value for _, value in sorted(numbers)]
+        number = match.group("number").rstrip(".,")
+        unit = match.group("unit")
+        if unit is None:  # "64 MB": the unit after a space
+            after = UNIT.match(text, match.end())
+            unit = after.group(1) if after else ""
+        word = unit.lower()
+        found.append(f"{number} {word}" if word in UNIT_WORDS else number)
     found += [m.group(1).strip() for m in CODE.finditer(text)]
     found += [m.group(1) for m in IDENTIFIER.finditer(CODE.sub(" ", text))
               if m.group(1).lower() not in UNIT_WORDS and not PROSE_COMPOUND.fullmatch(m.group(1))
@@ -133,7 +134,7 @@ def values_of(text: str) -> list[str]:
 def prose_of(text: str) -> str:
     """The text without its values (numbers, code, settings, flags): the words its language is told by
     ("max_worker_processes по умолчанию равно 8" is Russian)."""
-    return IDENTIFIER.sub(" ", NUMBER.sub(" ", NUMBER_UNIT.sub(" ", CODE.sub(" ", text))))
+    return IDENTIFIER.sub(" ", NUMBER.sub(" ", CODE.sub(" ", text)))
 
 
 def _units(text: str) -> list[tuple[str, str]]:
@@ -197,10 +198,10 @@ class _Article:
     def __init__(self, text: str, language: str) -> None:
         self.language = language_detect(text, default=language)
         title = _title(text)
-        title_raw = text.split("\n", 1)[0].lower() if title else ""
-        # (numbers, title|words folded, stems, the row's own stems, the row's item stems, title and words as written)
-        self.units = [(value_norm(numbers), f"{title}|{value_norm(words)}", term_stems(words), _row_own_stems(words),
-                       _row_item_stems(words), f"{title_raw}\n{words.lower()}") for numbers, words in _units(text)]
+        folded = value_norm(title)
+        # (numbers, title|words folded, stems, the row's own stems, the row's item stems, title and words lower-cased)
+        self.units = [(value_norm(numbers), f"{folded}|{value_norm(words)}", term_stems(words), _row_own_stems(words),
+                       _row_item_stems(words), f"{title.lower()}\n{words.lower()}") for numbers, words in _units(text)]
         self.flat = value_norm(text)
         self.lowered = text.lower()
         self.stems = set().union(*(stems for _, _, stems, _, _, _ in self.units)) if self.units else set()
@@ -231,10 +232,10 @@ class _Article:
 
 
 def _title(text: str) -> str:
-    """The article's first line when it is a title (short, one sentence), normalized: it names what every line
-    of the article is about ("pg_ctl", "8.1. Numeric Types"). Empty when the first line is already content."""
+    """The article's first line when it is a title (short, one sentence): it names what every line of the article
+    is about ("pg_ctl", "8.1. Numeric Types"). Empty when the first line is already content."""
     first = text.split("\n", 1)[0]
-    return value_norm(first) if len(first) <= TITLE_MAX_CHARS and len(SENTENCE_END.split(first)) == 1 else ""
+    return first if len(first) <= TITLE_MAX_CHARS and len(SENTENCE_END.split(first)) == 1 else ""
 
 
 def _row_own_stems(line: str) -> set[str]:
