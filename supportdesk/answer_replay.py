@@ -37,6 +37,7 @@ def stored_search(turn_id: int) -> KbResult | None:
     rows = [row for trace in traces for row in trace.results if row.get("number") is not None]
     chunks = dict(Chunk.objects.filter(pk__in=[c for row in rows for c in row["chunk_ids"]]).values_list("pk", "text"))
     texts: dict[int, str] = {}
+    headings: dict[int, tuple[str, str]] = {}
     sources: list[KbSource] = []
     for row in rows:
         if row["number"] in texts:
@@ -45,9 +46,10 @@ def stored_search(turn_id: int) -> KbResult | None:
             return None
         body = "\n\n".join(chunks[c] for c in row["chunk_ids"])
         texts[row["number"]] = article_read_text(row["title"], row.get("heading_path") or "", body)
+        headings[row["number"]] = (row["title"], row.get("heading_path") or "")
         sources.append(KbSource(number=row["number"], title=row["title"], document_id=row["document_id"]))
     queries = list(dict.fromkeys(q for trace in traces for q in trace.queries))  # what was searched, in order
-    return KbResult(query="; ".join(queries), queries=queries, sources=sources, texts=texts)
+    return KbResult(query="; ".join(queries), queries=queries, sources=sources, texts=texts, headings=headings)
 
 
 def model_text(sentences: list[dict[str, Any]]) -> str:

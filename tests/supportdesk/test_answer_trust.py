@@ -219,6 +219,17 @@ def test_an_answer_with_mostly_unsupported_sentences_is_retracted_and_replaced(t
     assert turn.answer_text == answer["text"]  # what the customer was shown is what is stored
 
 
+def test_an_answer_that_only_repeats_an_article_s_header_line_is_retracted(trust, settings):
+    settings.ANSWER_GROUNDING_QUOTE = False
+    turn = _run(trust, "How do I reset my password?", Reply(content="Password reset [1] Plan limits [2]"))
+    (request,) = trust.chat_requests()
+    assert {"Password reset", "Plan limits"} <= set(_numbers(request))  # the header lines the model was shown
+    assert [s["status"] for s in turn.answer_result["grounding"]] == ["echo", "echo"]
+    answer = _event(turn, "answer")
+    assert answer["no_answer"] is True and answer["sources"] == []
+    assert PlanRecord.objects.get(turn=turn).routing_rule == "answer_not_grounded"
+
+
 def test_a_line_that_answers_the_question_is_quoted_instead_of_an_unsupported_paraphrase(trust):
     turn = _run(trust, "What is the file size?",
                 Reply(content="The file size limit is 500 MB [1]. Larger files are split automatically [1]."))

@@ -398,3 +398,61 @@ def test_a_number_with_its_unit_written_on_is_a_value():
     # Across languages the value is what can be checked: held, the sentence is shown; not held, it is dropped.
     assert _ground("По умолчанию temp_buffers равен 8MB [1].", "ru", a1=LOCKS).sentences[0].status == "unverified"
     assert _ground("По умолчанию temp_buffers равен 16MB [1].", "ru", a1=LOCKS).sentences[0].status == "unsupported"
+
+
+def test_an_answer_that_only_repeats_its_articles_header_lines_says_nothing():
+    """A small model sometimes copies the header lines it was shown ("[n] title — headings") one after another,
+    without a full stop: each is in its article, none states anything, and the answer is not shown."""
+    createdb = "createdb\ncreate a new PostgreSQL database\ncreatedb creates a new PostgreSQL database. Use -O to set its owner."
+    widget = "Using the chat widget\nUsing the chat widget > Opening a conversation\nClick the bubble to open a conversation."
+    headings = {1: ("createdb", "create a new PostgreSQL database"),
+                2: ("Using the chat widget", "Using the chat widget > Opening a conversation")}
+    text = ("createdb — create a new PostgreSQL database [1] Using the chat widget — Using the chat widget > "
+            "Opening a conversation [2] Opening a conversation [2]")
+    echoed = answer_ground(text=text, articles={1: createdb, 2: widget}, language="en", terms_min=0.5,
+                           headings=headings)
+    assert [s.status for s in echoed.sentences] == ["echo", "echo", "echo"]
+    assert echoed.text == "" and echoed.supported_share is None
+    assert grounding_fails(echoed, question="Can the chat open by itself after 30 seconds?", language="en")
+    # Without the headers known, the same lines pass as the articles' own text.
+    assert answer_ground(text=text, articles={1: createdb, 2: widget}, language="en", terms_min=0.5).text != ""
+    # A statement beside them is kept, on its own, with its citation.
+    stated = answer_ground(text="Using the chat widget > Opening a conversation [2] Click the bubble to open a "
+                                "conversation [2].", articles={1: createdb, 2: widget}, language="en",
+                           terms_min=0.5, headings=headings)
+    assert [s.status for s in stated.sentences] == ["echo", "supported"]
+    assert stated.text == "Click the bubble to open a conversation [2]."
+    # A sentence that names the article's subject and says something about it is no header.
+    owner = answer_ground(text="Use -O with createdb to set the database's owner [1].", articles={1: createdb},
+                          language="en", terms_min=0.5, headings=headings)
+    assert owner.sentences[0].status == "supported"
+
+
+def test_the_customer_s_question_copied_into_the_answer_says_nothing():
+    question = "Clients ask what the numbers in square brackets at the end of an answer mean. What do we tell them?"
+    article = "Citations\nEach answer ends with numbers in square brackets: each one is a source the answer used."
+    copied = answer_ground(text="Clients ask what the numbers in square brackets at the end of an answer mean [1]. "
+                                "What do we tell them?", articles={1: article}, language="en", terms_min=0.5,
+                           question=question)
+    assert [s.status for s in copied.sentences] == ["echo", "neutral"]
+    assert grounding_fails(copied, question=question, language="en")
+    # Said in the answer's own words, the same facts are a statement.
+    stated = answer_ground(text="Each number in square brackets is a source the answer used [1].",
+                           articles={1: article}, language="en", terms_min=0.5, question=question)
+    assert stated.sentences[0].status == "supported"
+
+
+def test_a_sentence_that_only_says_what_an_article_is_about_is_no_answer():
+    question = "How can analysts count blocked and answered turns?"
+    records = "Reading plan records\nAnalysts query the plan records table directly: one row per turn makes it easy to " \
+              "count blocked, clarified and answered turns."
+    vacuum = "VACUUM\nVACUUM reclaims storage occupied by dead tuples and optionally analyzes a database."
+    contents = answer_ground(text="The article provides information on how analysts can count blocked and answered "
+                                  "turns [1]. The article explains the VACUUM command and its options [2]. "
+                                  "Статья описывает команду VACUUM [2].",
+                             articles={1: records, 2: vacuum}, language="en", terms_min=0.5, question=question)
+    assert [s.status for s in contents.sentences] == ["echo", "echo", "echo"] and contents.text == ""
+    # What an article says, said as a statement, is checked as one.
+    says = answer_ground(text="The article explains that analysts query the plan records table directly [1].",
+                         articles={1: records, 2: vacuum}, language="en", terms_min=0.5, question=question)
+    assert says.sentences[0].status == "supported"

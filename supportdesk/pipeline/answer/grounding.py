@@ -24,7 +24,10 @@ article is *unverified*, kept as written and left out of the supported share (it
 still be in a cited article). In an answer that states such a value, its sentences without values or
 citation are *unchecked*: dropped, and not counted against the share. Sentences without content terms ("Hope this helps!") and questions
 (a model that echoes the customer's question has not answered it) are *neutral*; a sentence that stops
-where its value should stand ("The default is [1].") is *unsupported*. A bare number the customer gave ("PostgreSQL
+where its value should stand ("The default is [1].") is *unsupported*. A sentence that only repeats what the model was
+shown, its articles' header lines ("createdb — create a new PostgreSQL database [1] VACUUM [2]", a small model's
+list of titles), the customer's question copied, or what an article is about ("The article explains the VACUUM command"),
+is an *echo*: dropped, and not counted. A bare number the customer gave ("PostgreSQL
 15", an address "10.0.3.7") need not be in the article when the sentence states a value of its own beside it; said alone, it must. A citation stays only on a sentence its article supports; an unsupported sentence
 is dropped; a supported sentence that cites nothing, or cites the wrong article, gets the
 number of the article that supports it best. A fenced code block is one unit, its lines checked as
@@ -35,7 +38,7 @@ else dropped whole.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -81,7 +84,19 @@ PROSE_COMPOUND = re.compile(r"[a-z]+(?:-[a-z]+)+")
 ACRONYM = re.compile(r"[A-Z]{2,4}")
 TITLE_MAX_CHARS = 80  # a longer first line is content, not the article's title
 COPY_MIN_TERMS = 3  # a sentence copied word for word from an article, with at least this many content words, is supported
-Status = Literal["supported", "unsupported", "unverified", "neutral", "unchecked"]
+# A citation inside a line, before a new sentence that has no full stop before it: "VACUUM [3] Как пользоваться …"
+# (a small model copying its articles' header lines one after another) is two sentences.
+CITED_BREAK = re.compile(r"\[\d{1,3}\]\s+(?=[A-ZА-ЯЁ])")
+FOLD = re.compile(r"[^\w]+")
+# A sentence that only says what an article is about ("The article explains the VACUUM command and its options.",
+# "Статья описывает команду createdb"): a table of contents, not an answer.
+# One that goes on to say what the article states ("The article explains that …") is a statement.
+ABOUT_ARTICLE = re.compile(
+    r"^(?:(?:the|this|that|each)\s+(?:article|document|page|section|source)s?\s+(?:explains|describes|provides|covers"
+    r"|discusses|mentions|talks|is about|contains|lists|gives|shows)\b(?!.*\bthat\b)"
+    r"|(?:в\s+)?(?:эт(?:а|от|ой|ом)\s+)?(?:стать[яеи]|документ[еа]?|раздел[еа]?|страниц[аеы])\s+(?:описывает|объясняет"
+    r"|рассказывает|содержит|посвящ|говорится|описан|приводит|перечисля)(?!.*\bчто\b))", re.IGNORECASE)
+Status = Literal["supported", "unsupported", "unverified", "neutral", "unchecked", "echo"]
 
 
 class SentenceGrounding(BaseModel):
@@ -281,7 +296,9 @@ def _sentences(text: str) -> list[tuple[str, list[int]]]:
                 block.append(inner.rstrip())
             out.append(("\n".join([*block, fence.group(1)]), numbers))
             continue
-        for part in [line.strip()] if QUOTE_MARK.match(line) else SENTENCE_END.split(line.strip()):
+        parts = [line.strip()] if QUOTE_MARK.match(line) else \
+            [piece for part in SENTENCE_END.split(line.strip()) for piece in _cited_split(part)]
+        for part in parts:
             numbers = [int(n) for n in CITATION.findall(part)]
             bare = CITATION.sub("", part).strip()
             if not bare and out:  # "[1]" alone after a sentence
@@ -291,21 +308,69 @@ def _sentences(text: str) -> list[tuple[str, list[int]]]:
     return out
 
 
+def _cited_split(part: str) -> list[str]:
+    """``part`` cut after each citation that a new sentence follows without a full stop (:data:`CITED_BREAK`)."""
+    pieces, start = [], 0
+    for match in CITED_BREAK.finditer(part):
+        pieces.append(part[start:match.start() + match.group().index("]") + 1])
+        start = match.end()
+    return [*pieces, part[start:]]
+
+
+def _fold(text: str) -> str:
+    """Lower-cased words and numbers, one space apart: "26.1. SQL Dump" → "26 1 sql dump"."""
+    return FOLD.sub(" ", text.lower()).strip()
+
+
+def _headings_folded(headings: Iterable[Sequence[str]]) -> tuple[list[str], list[str]]:
+    """The articles' header lines (title, headings path) folded, and their parts (each heading of a path,
+    ``A > B``), longest first."""
+    lines = [_fold(" ".join(header)) for header in headings]
+    parts = {_fold(piece) for header in headings for line in header for piece in [line, *line.split(" > ")]}
+    return lines, sorted((p for p in parts if p), key=len, reverse=True)
+
+
+def _echoes(sentence: str, question: str, lines: list[str], parts: list[str]) -> bool:
+    """The sentence only repeats what the model was shown: header lines ("createdb — create a new PostgreSQL
+    database", "Using the chat widget > Opening a conversation") or a piece of one, a label, not a statement;
+    the customer's own words, copied (at least ``COPY_MIN_TERMS`` content words); or what an article is about
+    (:data:`ABOUT_ARTICLE`)."""
+    folded = _fold(LIST_MARK.sub("", sentence))
+    if not folded:
+        return False
+    if ABOUT_ARTICLE.match(LIST_MARK.sub("", sentence)):
+        return True
+    if any(f" {folded} " in f" {line} " for line in lines):
+        return True
+    if len(term_stems(folded)) >= COPY_MIN_TERMS and f" {folded} " in f" {_fold(question)} ":
+        return True
+    rest = f" {folded} "
+    for part in parts:
+        rest = rest.replace(f" {part} ", "  ")
+    return not rest.strip()
+
+
 def answer_ground(*, text: str, articles: dict[int, str], language: str, terms_min: float,
-                  question: str = "") -> Grounding:
+                  question: str = "", headings: dict[int, Sequence[str]] | None = None) -> Grounding:
     """Check each sentence of ``text`` against ``articles`` (number → what the model read of it). With the
     customer's ``question``, a sentence without values made only of the question's words, one of which no
     article of its language holds (:func:`unheld_terms`), is the question affirmed: unsupported, whatever
-    else it shares with an article."""
+    else it shares with an article. ``headings``: each article's header as the model read it (its title and
+    headings path). A sentence that only repeats those or copies the question (:func:`_echoes`) is an *echo*:
+    dropped, not counted (it is in the article or the message, but says nothing)."""
     parsed = {n: _Article(body, language) for n, body in articles.items() if body.strip()}
     asked = term_stems(question)
     given = set(values_of(question))
     unheld = unheld_terms(question, asked, parsed.values(), language) if asked else set()
+    lines, parts = _headings_folded((headings or {}).values())
     results: list[SentenceGrounding] = []
     for sentence, cited in _sentences(text):
+        if not FENCE.match(sentence) and _echoes(sentence, question, lines, parts):
+            results.append(SentenceGrounding(text=sentence, status="echo", cited=cited))
+            continue
         results.append(_sentence_ground(sentence, cited, parsed, language, terms_min, asked, unheld, given))
     results = _across_vouched(results, parsed, language)
-    kept = [s for s in results if s.status not in ("unsupported", "unchecked")]
+    kept = [s for s in results if s.status not in ("unsupported", "unchecked", "echo")]
     # A small model may say one sentence again and again: it is shown once.
     lines = list(dict.fromkeys(_cite(s.text, s.citation) for s in kept))
     return Grounding(sentences=results, text=_join(lines))

@@ -55,6 +55,9 @@ class KbResult(BaseModel):
     error: str = ""
     # What the model read of each article, by number (supportdesk.pipeline.answer.attribution); not stored.
     texts: dict[int, str] = Field(default_factory=dict, exclude=True)
+    # Each article's header as the model read it, (title, headings path), by number: a sentence that only
+    # repeats one says nothing (supportdesk.pipeline.answer.grounding); not stored.
+    headings: dict[int, tuple[str, str]] = Field(default_factory=dict, exclude=True)
     # Every article the search found, read in full (retrieval's ``found_texts``): the coverage check's words.
     found_texts: list[str] = Field(default_factory=list, exclude=True)
     # Each query's own best relevance, by the stripped query (the coverage check's sub-queries).
@@ -92,6 +95,7 @@ def kb_search(*, query: str | list[str], turn_id: int, language: str, numbered_a
     bodies = {article.number: article.text for article in result.articles}
     # What the model read of each article: its header line (title and headings) and its text.
     texts = {article.number: article.read_text for article in result.articles}
+    headings = {article.number: (article.title, article.heading_path) for article in result.articles}
     sources = [
         KbSource(number=s.number, title=s.title, url=s.url or "", excerpt=excerpt_of(bodies.get(s.number, "")),
                  document_id=s.document_id)
@@ -107,6 +111,7 @@ def kb_search(*, query: str | list[str], turn_id: int, language: str, numbered_a
         trace_id=result.trace_id,
         error=result.error,  # retrieval's own failures come back as an empty result with the reason
         texts=texts,
+        headings=headings,
         found_texts=result.found_texts,
         query_relevance=result.query_relevance,
     )

@@ -75,7 +75,7 @@ def answer_grounding(*, text: str, searches: list[KbResult], language: str, ques
         return None
     articles = {n: body for s in searches for n, body in s.texts.items()}
     return answer_ground(text=text, articles=articles, language=language, terms_min=settings.ANSWER_GROUNDING_TERMS_MIN,
-                         question=question)
+                         question=question, headings={n: h for s in searches for n, h in s.headings.items()})
 
 
 def grounding_fails(grounding: Grounding, *, question: str, language: str) -> bool:
