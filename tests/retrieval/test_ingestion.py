@@ -292,3 +292,19 @@ def test_an_html_definition_starts_with_its_term(stub_embedder, write_files):
             in lines)
     assert "autovacuum_vacuum_insert_threshold (integer): The default is 1000 tuples." in lines
     assert "  analyze" in lines  # code keeps its lines
+
+
+def test_an_html_page_s_navigation_bars_are_left_out(stub_embedder, write_files):
+    page = ("<html><head><title>VACUUM</title></head><body>"
+            '<div class="navheader"><table><tr><th colspan="3">VACUUM</th></tr><tr><td><a href="a.html">Prev</a></td>'
+            '<th>SQL Commands</th><td><a href="b.html">Next</a></td></tr></table></div>'
+            '<ol class="Breadcrumb"><li><a href="/">Docs</a></li><li>Commands</li></ol>'
+            '<div role="navigation"><p>Jump to: Reference</p></div>'
+            "<h1>VACUUM</h1><p>VACUUM reclaims storage occupied by dead tuples.</p>"
+            '<div class="navfooter"><table><tr><td><a href="a.html">Prev</a></td><td>Home</td></tr></table></div>'
+            "</body></html>")
+    kb_ingest_paths(paths=[str(write_files({"vacuum.html": page}))])
+    text = " ".join(c.text for c in _chunks("vacuum.html"))
+    assert "VACUUM reclaims storage occupied by dead tuples." in text
+    for bar in ("Prev", "Next", "Home", "SQL Commands", "Docs", "Jump to"):
+        assert bar not in text
