@@ -203,7 +203,7 @@ def _parse_html(text: str) -> ParsedDocument:
     soup = BeautifulSoup(text, "html.parser")
     for tag in soup(["script", "style", "nav", "noscript", "template"]):
         tag.decompose()
-    for tag in [*soup.find_all(attrs={"role": "navigation"}), *soup.find_all(class_=_HTML_NAV_CLASS)]:
+    for tag in [*soup.find_all(True, attrs={"role": "navigation"}), *soup.find_all(True, class_=_HTML_NAV_CLASS)]:
         if not tag.decomposed:
             tag.decompose()
     title_tag = soup.find("title")
