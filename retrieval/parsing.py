@@ -15,7 +15,7 @@ from typing import Any
 # Part of every document's content hash (``retrieval.ingestion.content_hash``): change it when parsing
 # or chunking changes what a document's chunks hold, and every document is parsed and embedded again on
 # its next ingestion instead of being skipped as unchanged.
-PARSING_VERSION = "3"  # 2: a table's data rows name their columns; 3: an HTML page's navigation bars left out
+PARSING_VERSION = "3"  # 2: a table's data rows name their columns; 3: an HTML page's navigation and contents left out
 
 SUPPORTED_EXTENSIONS: dict[str, str] = {
     ".md": "markdown", ".markdown": "markdown",
@@ -191,10 +191,12 @@ def _markdown_rows_labelled(raw: list[str]) -> dict[int, str]:
 # to (cells as separate paragraphs let a reader, or a small model, take the value of the next row).
 _HTML_BLOCKS = ("p", "li", "pre", "blockquote", "dt", "dd", "tr", "td", "th", "figcaption")
 _HTML_HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
-# A page's navigation bar ("Prev | Up | SQL Commands | Home | Next", a breadcrumb) is no part of its content: a
-# <nav> element, an element with the navigation role, or one whose class names it (the DocBook manuals'
-# ``navheader`` and ``navfooter``, ``navbar``, ``breadcrumb``).
-_HTML_NAV_CLASS = re.compile(r"^(?:nav|navheader|navfooter|navbar|navigation|breadcrumbs?)$", re.IGNORECASE)
+# A page's navigation bar ("Prev | Up | SQL Commands | Home | Next", a breadcrumb) and its table of contents (the
+# sections' titles, each section carrying its own heading) are no part of its content: a <nav> element, an element
+# with the navigation role, or one whose class names it (the DocBook manuals' ``navheader``, ``navfooter`` and
+# ``toc``, ``navbar``, ``breadcrumb``). They cost a small model's context budget the lines that answer.
+_HTML_NAV_CLASS = re.compile(r"^(?:nav|navheader|navfooter|navbar|navigation|breadcrumbs?|toc|table-of-contents)$",
+                             re.IGNORECASE)
 
 
 def _parse_html(text: str) -> ParsedDocument:

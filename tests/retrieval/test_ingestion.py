@@ -300,11 +300,15 @@ def test_an_html_page_s_navigation_bars_are_left_out(stub_embedder, write_files)
             '<th>SQL Commands</th><td><a href="b.html">Next</a></td></tr></table></div>'
             '<ol class="Breadcrumb"><li><a href="/">Docs</a></li><li>Commands</li></ol>'
             '<div role="navigation"><p>Jump to: Reference</p></div>'
-            "<h1>VACUUM</h1><p>VACUUM reclaims storage occupied by dead tuples.</p>"
+            '<h1>VACUUM</h1><div class="toc"><dl class="toc"><dt><a href="#notes">Notes on freezing</a></dt></dl></div>'
+            "<p>VACUUM reclaims storage occupied by dead tuples.</p><h2>Notes on freezing</h2><p>Freezing marks rows.</p>"
             '<div class="navfooter"><table><tr><td><a href="a.html">Prev</a></td><td>Home</td></tr></table></div>'
             "</body></html>")
     kb_ingest_paths(paths=[str(write_files({"vacuum.html": page}))])
     text = " ".join(c.text for c in _chunks("vacuum.html"))
-    assert "VACUUM reclaims storage occupied by dead tuples." in text
+    assert "VACUUM reclaims storage occupied by dead tuples." in text and "Freezing marks rows." in text
     for bar in ("Prev", "Next", "Home", "SQL Commands", "Docs", "Jump to"):
         assert bar not in text
+    # The contents' entry is gone; the section keeps its own heading.
+    assert [c.heading_path for c in _chunks("vacuum.html") if "Notes on freezing" in c.text] == []
+    assert any("Notes on freezing" in c.heading_path for c in _chunks("vacuum.html"))
