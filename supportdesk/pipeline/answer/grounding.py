@@ -356,16 +356,16 @@ def answer_ground(*, text: str, articles: dict[int, str], language: str, terms_m
     customer's ``question``, a sentence without values made only of the question's words, one of which no
     article of its language holds (:func:`unheld_terms`), is the question affirmed: unsupported, whatever
     else it shares with an article. ``headings``: each article's header as the model read it (its title and
-    headings path). A sentence that only repeats those or copies the question (:func:`_echoes`) is an *echo*:
-    dropped, not counted (it is in the article or the message, but says nothing)."""
+    headings path). A sentence that only repeats those, copies the question or says what an article is about
+    (:func:`_echoes`) is an *echo*: dropped, not counted (it is in the article or the message, but says nothing)."""
     parsed = {n: _Article(body, language) for n, body in articles.items() if body.strip()}
     asked = term_stems(question)
     given = set(values_of(question))
     unheld = unheld_terms(question, asked, parsed.values(), language) if asked else set()
-    lines, parts = _headings_folded((headings or {}).values())
+    header_lines, header_parts = _headings_folded((headings or {}).values())
     results: list[SentenceGrounding] = []
     for sentence, cited in _sentences(text):
-        if not FENCE.match(sentence) and _echoes(sentence, question, lines, parts):
+        if not FENCE.match(sentence) and _echoes(sentence, question, header_lines, header_parts):
             results.append(SentenceGrounding(text=sentence, status="echo", cited=cited))
             continue
         results.append(_sentence_ground(sentence, cited, parsed, language, terms_min, asked, unheld, given))
