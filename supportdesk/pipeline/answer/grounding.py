@@ -86,7 +86,7 @@ TITLE_MAX_CHARS = 80  # a longer first line is content, not the article's title
 COPY_MIN_TERMS = 3  # a sentence copied word for word from an article, with at least this many content words, is supported
 # A citation inside a line, before a new sentence that has no full stop before it: "VACUUM [3] Как пользоваться …"
 # (a small model copying its articles' header lines one after another) is two sentences.
-CITED_BREAK = re.compile(r"\[\d{1,3}\]\s+(?=[A-ZА-ЯЁ])")
+CITED_BREAK = re.compile(r"(\[\d{1,3}\])\s+(?=[A-ZА-ЯЁ])")
 FOLD = re.compile(r"[^\w]+")
 # A sentence that only says what an article is about ("The article explains the VACUUM command and its options.",
 # "Статья описывает команду createdb"): a table of contents, not an answer.
@@ -312,7 +312,7 @@ def _cited_split(part: str) -> list[str]:
     """``part`` cut after each citation that a new sentence follows without a full stop (:data:`CITED_BREAK`)."""
     pieces, start = [], 0
     for match in CITED_BREAK.finditer(part):
-        pieces.append(part[start:match.start() + match.group().index("]") + 1])
+        pieces.append(part[start:match.end(1)])
         start = match.end()
     return [*pieces, part[start:]]
 
@@ -330,19 +330,20 @@ def _headings_folded(headings: Iterable[Sequence[str]]) -> tuple[list[str], list
     return lines, sorted((p for p in parts if p), key=len, reverse=True)
 
 
-def _echoes(sentence: str, question: str, lines: list[str], parts: list[str]) -> bool:
+def _echoes(sentence: str, question_folded: str, lines: list[str], parts: list[str]) -> bool:
     """The sentence only repeats what the model was shown: header lines ("createdb — create a new PostgreSQL
     database", "Using the chat widget > Opening a conversation") or a piece of one, a label, not a statement;
-    the customer's own words, copied (at least ``COPY_MIN_TERMS`` content words); or what an article is about
-    (:data:`ABOUT_ARTICLE`)."""
-    folded = _fold(LIST_MARK.sub("", sentence))
+    the customer's own words, copied (at least ``COPY_MIN_TERMS`` content words; ``question_folded``: :func:`_fold`'s);
+    or what an article is about (:data:`ABOUT_ARTICLE`)."""
+    bare = LIST_MARK.sub("", sentence)
+    folded = _fold(bare)
     if not folded:
         return False
-    if ABOUT_ARTICLE.match(LIST_MARK.sub("", sentence)):
+    if ABOUT_ARTICLE.match(bare):
         return True
     if any(f" {folded} " in f" {line} " for line in lines):
         return True
-    if len(term_stems(folded)) >= COPY_MIN_TERMS and f" {folded} " in f" {_fold(question)} ":
+    if len(term_stems(folded)) >= COPY_MIN_TERMS and f" {folded} " in f" {question_folded} ":
         return True
     rest = f" {folded} "
     for part in parts:
@@ -363,9 +364,10 @@ def answer_ground(*, text: str, articles: dict[int, str], language: str, terms_m
     given = set(values_of(question))
     unheld = unheld_terms(question, asked, parsed.values(), language) if asked else set()
     header_lines, header_parts = _headings_folded((headings or {}).values())
+    question_folded = _fold(question)
     results: list[SentenceGrounding] = []
     for sentence, cited in _sentences(text):
-        if not FENCE.match(sentence) and _echoes(sentence, question, header_lines, header_parts):
+        if not FENCE.match(sentence) and _echoes(sentence, question_folded, header_lines, header_parts):
             results.append(SentenceGrounding(text=sentence, status="echo", cited=cited))
             continue
         results.append(_sentence_ground(sentence, cited, parsed, language, terms_min, asked, unheld, given))
