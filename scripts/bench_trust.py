@@ -98,7 +98,8 @@ def main() -> int:
             coverage_assess(message=question, language="en", dense=0.9, articles=articles)
             middle = time.process_time()
             grounded = answer_ground(text=answer, articles=dict(enumerate(articles, 1)), language="en",
-                                     terms_min=0.5, question=question)
+                                     terms_min=0.5, question=question,
+                                     headings={n: (text.split("\n", 1)[0], "") for n, text in enumerate(articles, 1)})
             ended = time.process_time()
             if trust.answer_judged(grounded, question=question, language="en")[0]:
                 failed += 1
