@@ -262,49 +262,84 @@ def _rankings_fetch(query: str | None, ts_config: str, n: int, filters: SearchFi
     """The ANN ranking (when ``vector`` is given and ``ann``) and the full-text ranking (when ``query`` is, with
     each chunk's cosine to ``vector``), best first.
 
-    One round trip for both: Django's client-side-binding cursor sends the statements
-    as one simple query, which runs as one transaction, so the ANN query's local
-    settings apply to it and end with it.
+    One round trip for both, in one implicit transaction, so the ANN query's local settings apply to it
+    and end with it. With server-side binding (the default) the statements go as one pipeline
+    (:func:`_pipelined`), each prepared once per connection like every other statement: planning the
+    full-text ranking cost PostgreSQL more than a third of running it (docs/benchmarks.md). Otherwise
+    (``DB_SERVER_SIDE_BINDING=false``, e.g. behind a pooler) they go as one simple query.
     """
     where, filter_params = _filter_sql(filters)
-    statements: list[str] = []
-    params: list[Any] = []
-    settings_statements = 0
-    index_forced = False
+    statements: list[tuple[str, list[Any], bool]] = []  # (SQL, parameters, whether its rows are wanted)
     if vector is not None and ann:
-        statements.append("SELECT set_config('hnsw.ef_search', %s, true)")
-        params.append(str(max(settings.RETRIEVAL_HNSW_EF_SEARCH, n)))
+        statements.append(("SELECT set_config('hnsw.ef_search', %s, true)",
+                           [str(max(settings.RETRIEVAL_HNSW_EF_SEARCH, n))], False))
         if where:  # filtered: keep scanning the graph until enough rows pass the filter
-            statements.append("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
+            statements.append(("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)", [], False))
         else:  # unfiltered: the index, whatever the planner estimates (see _INDEX_FORCE)
-            statements.append(_INDEX_FORCE)
-            index_forced = True
-        settings_statements = len(statements)
-        statements.append(vector_ranking_sql(dim=vector.count(",") + 1, where=where))
-        params += [vector, *filter_params, vector, n]
-        if index_forced:
-            statements.append(_INDEX_RESTORE)
+            statements.append((_INDEX_FORCE, [], False))
+        statements.append((vector_ranking_sql(dim=vector.count(",") + 1, where=where),
+                           [vector, *filter_params, vector, n], True))
+        if not where:
+            statements.append((_INDEX_RESTORE, [], False))
     if query is not None:
-        statements.append(text_ranking_sql(where=where, cosine=vector is not None))
-        params += _text_ranking_params(query, ts_config, n, filter_params, vector)
+        statements.append((text_ranking_sql(where=where, cosine=vector is not None),
+                           _text_ranking_params(query, ts_config, n, filter_params, vector), True))
     if not statements:
         return [], []
-    with _simple_query_cursor() as cursor:
-        cursor.execute("; ".join(statements), params)
-        for _ in range(settings_statements):
-            cursor.nextset()
-        vector_rows = [_Row(*row) for row in cursor.fetchall()] if vector is not None and ann else []
-        if index_forced:
-            cursor.nextset()
-        if query is not None and vector is not None and ann:
-            cursor.nextset()
-        text_rows = [_Row(*row) for row in cursor.fetchall()] if query is not None else []
+    results = iter(_pipelined(statements) if _server_side_binding() else _as_simple_query(statements))
+    vector_rows = [_Row(*row) for row in next(results)] if vector is not None and ann else []
+    text_rows = [_Row(*row) for row in next(results)] if query is not None else []
     return vector_rows, text_rows
 
 
+def _server_side_binding() -> bool:
+    """Whether the connection binds server-side (so it prepares) and its libpq can pipeline (14 or newer)."""
+    return bool(settings.DATABASES["default"].get("OPTIONS", {}).get("server_side_binding")) \
+        and psycopg.Pipeline.is_supported()
+
+
+def _pipelined(statements: list[tuple[str, list[Any], bool]]) -> list[list[tuple[Any, ...]]]:
+    """Run ``statements`` in one round trip (psycopg's pipeline mode: one Sync at the end, so they share
+    one implicit transaction), with server-side binding (prepared after psycopg's ``prepare_threshold``
+    runs on a connection). The rows of each statement whose rows are wanted, in order. Errors come as
+    Django's; with query logging on, the round trip is logged as one query, as the simple query was."""
+    connection.ensure_connection()
+    connection.validate_thread_sharing()
+    connection.validate_no_broken_transaction()
+    started = time.monotonic()
+    with connection.wrap_database_errors:
+        raw = connection.connection
+        cursors = [raw.cursor() for _ in statements]
+        try:
+            with raw.pipeline():
+                for cursor, (sql, params, _) in zip(cursors, statements, strict=True):
+                    cursor.execute(sql, params)
+            rows = [cursor.fetchall() for cursor, (_, _, wanted) in zip(cursors, statements, strict=True) if wanted]
+        finally:
+            for cursor in cursors:
+                cursor.close()
+    if connection.queries_logged:
+        connection.queries_log.append({"sql": "; ".join(sql for sql, _, _ in statements),
+                                       "time": f"{time.monotonic() - started:.3f}"})
+    return rows
+
+
+def _as_simple_query(statements: list[tuple[str, list[Any], bool]]) -> list[list[tuple[Any, ...]]]:
+    """Run ``statements`` as one simple query (client-side binding: one round trip, one implicit
+    transaction, nothing prepared). The rows of each statement whose rows are wanted, in order."""
+    with _simple_query_cursor() as cursor:
+        cursor.execute("; ".join(sql for sql, _, _ in statements), [p for _, params, _ in statements for p in params])
+        rows = []
+        for index, (_, _, wanted) in enumerate(statements):
+            if index:
+                cursor.nextset()
+            if wanted:
+                rows.append(cursor.fetchall())
+        return rows
+
+
 def _simple_query_cursor() -> Any:
-    """A cursor that binds its parameters client-side, so several statements go as one simple query
-    (the connection's own cursors bind server-side, one statement each: ``server_side_binding``)."""
+    """A cursor that binds its parameters client-side, so several statements go as one simple query."""
     connection.ensure_connection()
     connection.validate_thread_sharing()
     # Wrapped as Django wraps its own (errors translated, queries logged when logging is on).

@@ -113,6 +113,36 @@ def test_hybrid_search_is_two_database_round_trips(stub_embedder, write_files):
         assert hits[0].text_rank == 1 and hits[0].vector_score is not None and hits[0].source.endswith("refunds.md")
 
 
+def _prepared_statements() -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        return [row[0] for row in cursor.fetchall()]
+
+
+def test_the_rankings_are_prepared_once_per_connection_and_match_the_simple_query(stub_embedder, write_files,
+                                                                                  monkeypatch):
+    """Planning the full-text ranking cost PostgreSQL more than a third of running it: after psycopg's
+    prepare_threshold runs the ANN and full-text statements are prepared on the connection (pipelined, one
+    round trip). Without server-side binding (a pooler) they go as one simple query, with the same hits."""
+    import retrieval.search as search
+
+    kb_ingest_paths(paths=[str(write_files({"refunds.md": REFUNDS_EN, "support.md": SUPPORT_RU}))])
+    vector = np.ones(384, dtype=np.float32) / np.sqrt(384)
+    for filters in (None, SearchFilters(languages=["en"])):
+        before = _prepared_statements()
+        pipelined = [chunk_search_hybrid("refunds payment", k=5, query_vector=vector, filters=filters)
+                     for _ in range(6)]
+        new = [sql for sql in _prepared_statements() if sql not in before]
+        assert any("websearch_to_tsquery" in sql for sql in new)  # the full-text ranking
+        assert any("halfvec(384)" in sql and "websearch_to_tsquery" not in sql for sql in new)  # the ANN
+        monkeypatch.setattr(search, "_server_side_binding", lambda: False)
+        simple = chunk_search_hybrid("refunds payment", k=5, query_vector=vector, filters=filters)
+        monkeypatch.undo()
+        assert [(h.chunk_id, h.fused_score, h.text_score, h.vector_score) for h in simple] == \
+            [(h.chunk_id, h.fused_score, h.text_score, h.vector_score) for h in pipelined[-1]]
+        assert pipelined[0] == pipelined[-1] and _name(simple[0]) == "refunds.md"
+
+
 def test_filters_restrict_the_search(stub_embedder, write_files):
     root = write_files({"a/refunds.md": REFUNDS_EN, "b/support.md": SUPPORT_RU, "b/more.md": "# More\n\nRefunds too."})
     kb_ingest_paths(paths=[str(root)])
