@@ -245,6 +245,25 @@ def test_the_quoted_line_says_more_than_the_question_not_the_article_title(setti
     assert line.startswith("To reset your password") and source.number == 1
 
 
+def test_the_quoted_line_for_a_question_asking_a_figure_states_one(settings):
+    from supportdesk.pipeline.answer.kb import KbResult, KbSource
+    from supportdesk.pipeline.answer.trust import quote_best
+
+    settings.ANSWER_GROUNDING_QUOTE = True
+    asked = "What's the maximum size of a PDF upload on the knowledge base uploads page?"
+    article = "Uploads\nThe maximum size of a PDF upload on the knowledge base uploads page is set by staff in the admin."
+    search = KbResult(query="", texts={1: article}, sources=[KbSource(number=1, title="Uploads")])
+    assert quote_best(question=asked, searches=[search]) is None  # the topic's line, not the figure
+    line, _ = quote_best(question="Who sets the maximum size of a PDF upload on the knowledge base uploads page?",
+                         searches=[search])
+    assert line.endswith("set by staff in the admin.")
+    sized = KbResult(query="", texts={1: article + "\nThe maximum size of a PDF upload on the knowledge base uploads "
+                                                    "page is 50 MB; larger files are refused."},
+                     sources=[KbSource(number=1, title="Uploads")])
+    line, _ = quote_best(question=asked, searches=[sized])
+    assert "50 MB" in line
+
+
 def test_the_quoted_line_names_the_setting_the_question_asks_about(settings):
     from supportdesk.pipeline.answer.kb import KbResult, KbSource
     from supportdesk.pipeline.answer.trust import quote_best
@@ -456,3 +475,45 @@ def test_a_sentence_that_only_says_what_an_article_is_about_is_no_answer():
     says = answer_ground(text="The article explains that analysts query the plan records table directly [1].",
                          articles={1: records, 2: vacuum}, language="en", terms_min=0.5, question=question)
     assert says.sentences[0].status == "supported"
+
+
+def test_a_question_for_a_figure_answered_without_one_fails():
+    """The knowledge base has the topic, not the figure: each sentence is grounded, none is the answer."""
+    records = ("Every customer turn produces one plan record: the validated plan, the guardian verdict and the "
+               "timings of each stage. Staff find plan records in the Django admin, filtered by action or date.")
+    asked = "How long are plan records kept before they're purged? Our legal team wants a retention number."
+    topic = _ground("Staff find plan records in the Django admin, filtered by action or date [1].", a1=records)
+    assert [s.status for s in topic.sentences] == ["supported"]
+    assert grounding_fails(topic, question=asked, language="en")
+    # The same sentences answer a question that asks for no figure.
+    assert not grounding_fails(topic, question="Where do staff find plan records?", language="en")
+    # A figure the question itself holds is no answer to it; one with its unit, or a new one, is.
+    versions = _ground("In PostgreSQL 15 the limit depends on the table [1].",
+                       a1="In PostgreSQL 15 the limit depends on the table.")
+    assert grounding_fails(versions, question="What's the maximum size of a row in PostgreSQL 15?", language="en")
+    answered = _ground("A table can have at most 1,600 columns [1].", a1=LIMITS)
+    assert not grounding_fails(answered, question="Is there a maximum number of columns per table?", language="en")
+    russian = _ground("Длина идентификатора — не больше 63 bytes [1].", "ru", a1=LIMITS)
+    assert not grounding_fails(russian, question="Какая максимальная длина идентификатора?", language="ru")
+    widget = ("Виджет создаёт разговор через API и хранит токен доступа в браузере, поэтому после перезагрузки "
+              "страницы разговор продолжается.")
+    lifetime = _ground("Виджет хранит токен доступа в браузере, поэтому после перезагрузки страницы разговор "
+                       "продолжается [1].", "ru", a1=widget)
+    assert grounding_fails(lifetime, question="Сколько живёт токен доступа разговора в браузере?", language="ru")
+
+
+def test_only_a_question_that_asks_for_a_figure_and_nothing_else_needs_one():
+    from supportdesk.pipeline.answer.amounts import asks_amount, states_amount
+
+    for question in ("How many requests per minute can one key make?", "what's the max file size for an upload?",
+                     "Is there a hard maximum number of columns a table can have?", "And how long is it kept?",
+                     "Сколько живёт токен?", "Подскажите, какой максимальный размер PDF?",
+                     "Через какое время чат начнётся заново?", "Есть ли лимит на число ключей?"):
+        assert asks_amount(question), question
+    for question in ("How do I raise the limit?", "I need to count how many turns were blocked. Where is the data?",
+                     "Аналитику нужно посчитать, сколько обращений заблокировано. Где брать данные?",
+                     "How do I add a rule? And how long until it applies?", "What does the size option do?"):
+        assert not asks_amount(question), question
+    assert states_amount("The default is 5min [1].", question="I see a checkpoint every 5 minutes. What's the interval?")
+    assert states_amount("Refunds take ten business days.", question="How long do refunds take?")
+    assert not states_amount("PostgreSQL 15 keeps it.", question="How long does PostgreSQL 15 keep it?")

@@ -26,6 +26,7 @@ from sgr.routing import RoutingDecision, coverage_route
 from sgr.schema import VERDICT_LABEL, Plan
 from sgr.strings import ui_string
 from supportdesk.models import Turn
+from supportdesk.pipeline.answer.amounts import asks_amount, states_amount
 from supportdesk.pipeline.answer.final import FinalAnswer
 from supportdesk.pipeline.answer.grounding import Grounding, SentenceGrounding, answer_ground, prose_of
 from supportdesk.pipeline.answer.kb import KbResult, KbSource
@@ -83,8 +84,9 @@ def grounding_fails(grounding: Grounding, *, question: str, language: str) -> bo
     sentences without content words only), nothing is said in the customer's language (an English page's lines
     copied for a Russian question), or what is supported answers another question: no
     supported sentence shares a content word with the customer's (an article copied whole, "This is in the
-    article [1]" after its wrong value was dropped). Sentences in another language than the question's are
-    not compared (words cannot be)."""
+    article [1]" after its wrong value was dropped), or a question for a figure gets no supported sentence that
+    states one (``amounts``: "How long are plan records kept?" answered with what a plan record holds).
+    Sentences in another language than the question's are not compared (words cannot be)."""
     share = grounding.supported_share
     if not grounding.text.strip() or (share is not None and share < settings.ANSWER_GROUNDING_MIN_SHARE):
         return True
@@ -97,7 +99,10 @@ def grounding_fails(grounding: Grounding, *, question: str, language: str) -> bo
         return True  # the articles' lines copied in their language, no sentence in the customer's
     supported = [term_stems(s.text) for s in grounding.sentences
                  if s.status == "supported" and language_detect(s.text, default=language) == language]
-    return len(asked) >= TOPIC_MIN_TERMS and bool(supported) and not any(asked & stems for stems in supported)
+    if len(asked) >= TOPIC_MIN_TERMS and bool(supported) and not any(asked & stems for stems in supported):
+        return True
+    # A question for a figure answered without one: the topic's lines, each grounded, none the figure (amounts).
+    return asks_amount(question) and not any(states_amount(s.text, question=question) for s in stating)
 
 
 def grounding_stating(grounding: Grounding) -> list[SentenceGrounding]:
@@ -126,13 +131,15 @@ def quote_best(*, question: str, searches: list[KbResult], topics: list[str] | N
     its content words, and two or more of them), with its source; ``None`` when no line does. A line with
     no word beyond the question's (the article's title or a heading: "Password reset") answers nothing; nor
     does one without the technical name the question asks about (``retrieval.terms.names_of``: the line on
-    ``autovacuum_multixact_freeze_max_age`` for "the default vacuum_freeze_min_age"). ``topics``: the plan's
+    ``autovacuum_multixact_freeze_max_age`` for "the default vacuum_freeze_min_age"), nor, for a question asking
+    a figure, one that states none (``amounts``). ``topics``: the plan's
     sub-queries (:func:`query_topics`); those in another language than the question's are its words in the
     articles' language, read when no article is in the question's language (a Russian question, English pages)."""
     if not settings.ANSWER_GROUNDING_QUOTE:
         return None
     names = names_of(question)
-    found = _line_best(term_stems(question), names, searches)
+    figure = question if asks_amount(question) else None
+    found = _line_best(term_stems(question), names, searches, figure=figure)
     if found is not None or not topics:
         return found
     language = language_detect(question)
@@ -140,11 +147,13 @@ def quote_best(*, question: str, searches: list[KbResult], topics: list[str] | N
     if not translated or any(language_detect(body, default=language) == language
                              for s in searches for body in s.texts.values()):
         return None
-    return _line_best(term_stems(" ".join(translated)), names, searches)
+    return _line_best(term_stems(" ".join(translated)), names, searches, figure=figure)
 
 
-def _line_best(asked: set[str], names: list[str], searches: list[KbResult]) -> tuple[str, KbSource] | None:
-    """:func:`quote_best`'s search for the line sharing the most of ``asked`` (stems), naming ``names``."""
+def _line_best(asked: set[str], names: list[str], searches: list[KbResult], *, figure: str | None = None
+               ) -> tuple[str, KbSource] | None:
+    """:func:`quote_best`'s search for the line sharing the most of ``asked`` (stems), naming ``names``; for a
+    question asking a figure (``figure``, the question), a line that states one (``amounts``)."""
     if len(asked) < QUOTE_MIN_TERMS:
         return None
     sources = {source.number: source for s in searches for source in s.sources}
@@ -157,6 +166,7 @@ def _line_best(asked: set[str], names: list[str], searches: list[KbResult]) -> t
                 share = len(shared) / len(asked)
                 if len(shared) >= QUOTE_MIN_TERMS and share >= settings.ANSWER_GROUNDING_QUOTE_MIN and number in sources \
                         and stems - asked and (not names or any(name_held(n, line.lower()) for n in names)) \
+                        and (figure is None or states_amount(line, question=figure)) \
                         and (best is None or share > best[0]):
                     best = (share, line.strip(" -"), sources[number])
     return None if best is None else (best[1], best[2])
