@@ -101,7 +101,8 @@ if env.bool("DB_POOL", default=True):
 # Parameters travel apart from the statement (server-side binding), so a statement a connection has
 # run a few times (psycopg's prepare_threshold, 5) is prepared once and then only executed: PostgreSQL
 # parses and plans each of a turn's ~55 statements once per connection instead of every time.
-# The knowledge-base search sends its statements as one simple query on purpose (retrieval.search).
+# The knowledge-base search sends its rankings as one pipeline, prepared the same way (retrieval.search;
+# one simple query, nothing prepared, when server-side binding is off).
 # DB_PREPARE_THRESHOLD=0 turns preparing off (e.g. behind a pgbouncer in transaction mode).
 _database_options = DATABASES["default"].setdefault("OPTIONS", {})
 _database_options.setdefault("server_side_binding", env.bool("DB_SERVER_SIDE_BINDING", default=True))
