@@ -2,8 +2,9 @@
 
 "How long are plan records kept?", "What's the maximum PDF size?", "Сколько живёт токен?": the answer
 to such a question is a number (with its unit). When the knowledge base has the topic but not the
-figure, a small model answers with the topic's sentences ("Every turn produces one plan record… [1]")
-or an unsupported word ("unlimited [1]"): each sentence is grounded, none answers. An answer to an
+figure, a small model answers with the topic's sentences ("Staff find plan records in the Django admin… [1]")
+or an unsupported word ("unlimited [1]"): each sentence is grounded, none answers. (A number word counts as a
+figure, "one" included, so "Each turn produces one plan record [1]" still passes for a retention question.) An answer to an
 amount question that states no amount of its own (digits or a number word that the question does not
 already hold) is therefore not an answer, and an article line quoted for it must state one too.
 

@@ -84,8 +84,8 @@ def grounding_fails(grounding: Grounding, *, question: str, language: str) -> bo
     sentences without content words only), nothing is said in the customer's language (an English page's lines
     copied for a Russian question), or what is supported answers another question: no
     supported sentence shares a content word with the customer's (an article copied whole, "This is in the
-    article [1]" after its wrong value was dropped), or a question for a figure gets no supported sentence that
-    states one (``amounts``: "How long are plan records kept?" answered with what a plan record holds).
+    article [1]" after its wrong value was dropped), or a question for a figure gets no shown sentence that
+    states one (``amounts``: "How long are plan records kept?" answered with where staff find them).
     Sentences in another language than the question's are not compared (words cannot be)."""
     share = grounding.supported_share
     if not grounding.text.strip() or (share is not None and share < settings.ANSWER_GROUNDING_MIN_SHARE):
