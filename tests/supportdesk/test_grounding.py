@@ -517,3 +517,5 @@ def test_only_a_question_that_asks_for_a_figure_and_nothing_else_needs_one():
     assert states_amount("The default is 5min [1].", question="I see a checkpoint every 5 minutes. What's the interval?")
     assert states_amount("Refunds take ten business days.", question="How long do refunds take?")
     assert not states_amount("PostgreSQL 15 keeps it.", question="How long does PostgreSQL 15 keep it?")
+    assert states_amount("Between -1.0 and 1.0 [1].", question="What range of values does setseed accept?")
+    assert not states_amount("See the limits table [2].", question="What's the limit?")  # a citation is no figure

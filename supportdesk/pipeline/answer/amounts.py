@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from supportdesk.pipeline.answer.grounding import UNIT_WORDS
+from supportdesk.pipeline.answer.grounding import BARE_NUMBER, CITATION, DIGIT, values_of
 
 _AMOUNT_NOUNS_EN = (r"max(?:imum)?|min(?:imum)?|limits?|size|threshold|timeout|length|duration|interval|retention"
                     r"|lifetime|capacity|port|number|range|cap")
@@ -44,10 +44,6 @@ NUMBER_WORD = re.compile(
     r"|шестьдесят|сто|тысяч\w*|миллион\w*|миллиард\w*|дважды|полчаса|полтора|полторы|половин\w*)\b",
     re.IGNORECASE,
 )
-NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
-# A number with its unit ("5min", "64 MB", "10 секунд") states an amount even when the question holds the number.
-NUMBER_UNIT = re.compile(rf"\d(?:[\d,.]*\d)?\s?(?:{'|'.join(sorted(map(re.escape, UNIT_WORDS), key=len, reverse=True))})(?!\w)",
-                         re.IGNORECASE)
 
 
 def asks_amount(question: str) -> bool:
@@ -62,9 +58,11 @@ def asks_amount(question: str) -> bool:
 
 def states_amount(text: str, *, question: str) -> bool:
     """Whether ``text`` states an amount: a number with its unit, or a number or number word the question does
-    not already hold ("PostgreSQL 15" repeated from the question states none)."""
-    if NUMBER_UNIT.search(text):
+    not already hold. Numbers are read as grounding reads values (``values_of``), and a bare number the
+    customer gave is context, as there ("PostgreSQL 15" repeated from the question states none)."""
+    given = set(values_of(question))
+    numbers = [v for v in values_of(CITATION.sub("", text)) if DIGIT.match(v.lstrip("+-"))]
+    if any(v not in given or not BARE_NUMBER.fullmatch(v) for v in numbers):
         return True
-    asked = set(NUMBER.findall(question)) | {w.lower() for w in NUMBER_WORD.findall(question)}
-    return any(n not in asked for n in NUMBER.findall(text)) or \
-        any(w.lower() not in asked for w in NUMBER_WORD.findall(text))
+    asked = {w.lower() for w in NUMBER_WORD.findall(question)}
+    return any(w.lower() not in asked for w in NUMBER_WORD.findall(text))
