@@ -519,3 +519,53 @@ def test_only_a_question_that_asks_for_a_figure_and_nothing_else_needs_one():
     assert not states_amount("PostgreSQL 15 keeps it.", question="How long does PostgreSQL 15 keep it?")
     assert states_amount("Between -1.0 and 1.0 [1].", question="What range of values does setseed accept?")
     assert not states_amount("See the limits table [2].", question="What's the limit?")  # a citation is no figure
+
+
+def test_a_number_stated_across_languages_stands_with_the_questions_words_in_the_articles_language():
+    """A Russian answer over an English page: its words cannot be compared, so the number must stand on a line that
+    holds the question's words as the planner translated them, with its unit in any language's spelling."""
+    limits = f"{LIMITS}\nfield size | 1 GB\ndatabase size | unlimited"
+    asked = "Какая максимальная длина имени таблицы в постгресе?"
+    topics = ["maximum identifier length for a table name"]
+
+    def ground(text: str, with_topics: list[str]):
+        return answer_ground(text=text, articles={1: limits}, language="ru", terms_min=0.5, question=asked,
+                             topics=with_topics)
+
+    wrong_row = "Максимальная длина имени таблицы — 1 ГБ [1]."
+    off_row = ground(wrong_row, topics)  # "1 GB" is the field size's row: not shown, not counted (words across languages)
+    assert off_row.sentences[0].status == "unchecked" and off_row.text == ""
+    assert grounding_fails(off_row, question=asked, language="ru")
+    assert ground(wrong_row, []).sentences[0].status == "unverified"  # without the translation: anywhere, as before
+    right = ground("Максимальная длина имени — 63 bytes [1].", topics)
+    assert right.sentences[0].status == "unverified" and right.sentences[0].citation == 1
+    # The unit counts across languages: "1 ТБ" is not "1 GB", whatever the row.
+    assert ground("Размер поля — до 1 ТБ [1].", []).sentences[0].status == "unsupported"
+    assert ground("Размер поля — до 1 ГБ [1].", []).sentences[0].status == "unverified"
+    # A list's mark ("1") off every line of the topic is dropped without counting against the answer.
+    listed = ground("Проверьте следующее: 1 [1]. Максимальная длина имени — 63 bytes [1].", topics)
+    assert [s.status for s in listed.sentences] == ["unchecked", "unverified"]
+    assert listed.text == "Максимальная длина имени — 63 bytes [1]." and not grounding_fails(listed, question=asked,
+                                                                                              language="ru")
+
+
+def test_a_figure_answers_a_question_for_one_only_with_the_questions_words():
+    """Each sentence grounded, a figure stated, but another line's: "tcp_keepalives_idle is 2 hours" for the default
+    connection cap; and a reference to a table is no figure."""
+    conn = ("tcp_keepalives_idle (integer): the default is 2 hours.\nmax_connections (integer): Determines the maximum "
+            "number of concurrent connections to the database server. The default is typically 100 connections.\n"
+            "An unconstrained numeric column is subject to the limits described in Table 8.2.")
+    asked = "App keeps throwing 'too many clients already'. What's the default connection cap?"
+    other = _ground("tcp_keepalives_idle is 2 hours [1]. It determines the maximum number of concurrent connections "
+                    "to the database server [1].", a1=conn)
+    assert [s.status for s in other.sentences] == ["supported", "supported"]
+    assert grounding_fails(other, question=asked, language="en")
+    answered = _ground("The default is typically 100 connections [1].", a1=conn)
+    assert not grounding_fails(answered, question=asked, language="en")
+    reference = _ground("An unconstrained numeric column is subject to the limits described in Table 8.2 [1].", a1=conn)
+    assert grounding_fails(reference, question="What's the maximum number of columns per table?", language="en")
+    # The question's words may stand in the sentence before the figure's.
+    limits = _ground("There is a hard maximum number of columns per table [1]. This limit is 1,600 [1].", a1=LIMITS)
+    assert not grounding_fails(limits, question="Is there a hard maximum number of columns?", language="en")
+    assert grounding_fails(_ground("This limit is 1,600 [1].", a1=LIMITS),
+                           question="Is there a hard maximum number of columns?", language="en")

@@ -56,12 +56,20 @@ def asks_amount(question: str) -> bool:
     return bool(asking) and all(ASKS_AMOUNT.match(LEAD.sub("", s)) for s in asking)
 
 
+# A number that names a part of the document ("the limits described in Table 8.2", "see Section 19.4", "Таблица K.1"):
+# a reference, not an amount.
+REFERENCE = re.compile(r"\b(?:tables?|sections?|chapters?|figures?|appendix|examples?|таблиц\w*|раздел\w*|глав\w*"
+                       r"|рисун\w*|пример\w*|приложени\w*)\s+(?:[A-ZА-Я]\.)?\d+(?:\.\d+)*", re.IGNORECASE)
+
+
 def states_amount(text: str, *, question: str) -> bool:
     """Whether ``text`` states an amount: a number with its unit, or a number or number word the question does
     not already hold. Numbers are read as grounding reads values (``values_of``), and a bare number the
-    customer gave is context, as there ("PostgreSQL 15" repeated from the question states none)."""
+    customer gave is context, as there ("PostgreSQL 15" repeated from the question states none); a reference
+    to a part of the document ("Table 8.2") is none."""
     given = set(values_of(question))
-    numbers = [v for v in values_of(CITATION.sub("", text)) if DIGIT.match(v.lstrip("+-"))]
+    text = REFERENCE.sub(" ", CITATION.sub("", text))
+    numbers = [v for v in values_of(text) if DIGIT.match(v.lstrip("+-"))]
     if any(v not in given or not BARE_NUMBER.fullmatch(v) for v in numbers):
         return True
     asked = {w.lower() for w in NUMBER_WORD.findall(question)}

@@ -21,7 +21,10 @@ A sentence is *supported* by an article when
 
 Words cannot be compared across languages: a sentence in another language than every
 article is *unverified*, kept as written and left out of the supported share (its values must
-still be in a cited article). In an answer that states such a value, its sentences without values or
+still be in a cited article, a number with its unit in either language's spelling: "1 ГБ" is "1 GB"; and,
+given the question in the article's language, the plan's translated sub-queries, each number on a line
+with their words: "1 ГБ" for the longest table name is not the "field size | 1 GB" row). One whose numbers
+stand only on other lines is *unchecked*: dropped, and, like every sentence across languages, not counted. In an answer that states such a value, its sentences without values or
 citation are *unchecked*: dropped, and not counted against the share. Sentences without content terms ("Hope this helps!") and questions
 (a model that echoes the customer's question has not answered it) are *neutral*; a sentence that stops
 where its value should stand ("The default is [1].") is *unsupported*. A sentence that only repeats what the model was
@@ -69,6 +72,13 @@ _UNITS_GLUED = "|".join(sorted((re.escape(word) for word in UNIT_WORDS), key=len
 NUMBER = re.compile(rf"(?<![\w.])(?P<number>[-+]?\d[\d,.\u00a0\u202f ]*\d|\d)(?:(?P<unit>{_UNITS_GLUED})(?!\w)|(?!\w))",
                     re.IGNORECASE)
 UNIT = re.compile(r"\s*(%|[a-zA-Zа-яА-ЯёЁ]{1,12})")
+# One unit in both languages: a Russian sentence's "1 ГБ" is an English page's "1 GB", not any "1" on it.
+UNIT_SPELLINGS = tuple(frozenset(group.split()) for group in (
+    "b byte bytes байт байта байтов", "kb kib кб", "mb mib мб", "gb gib гб", "tb tib тб",
+    "ms миллисекунд миллисекунды мс", "s sec secs second seconds сек секунд секунды секунда",
+    "min mins minute minutes мин минут минуты минута", "h hour hours час часа часов",
+    "day days дней дня день", "% percent процент процента процентов",
+))
 CODE = re.compile(r"`([^`]{1,80})`")
 DIGIT = re.compile(r"\d")
 PLACEHOLDER = re.compile(r"<[^<>]+>|\{[^{}]+\}|\.\.\.|…")  # <file>, {id}: what the reader fills in
@@ -188,6 +198,10 @@ def _needles(value: str, *, same_language: bool) -> list[re.Pattern[str]]:
     needles = [re.compile(rf"(?<![\d.]){needle}(?![\d])" if is_number else needle)]
     if unit and same_language:
         needles.append(re.compile(re.escape(value_norm(unit))))
+    elif unit:  # across languages, the unit in any of its spellings (:data:`UNIT_SPELLINGS`), when it has others
+        spellings = next((group for group in UNIT_SPELLINGS if unit.lower() in group), None)
+        if spellings is not None:
+            needles.append(re.compile("|".join(re.escape(word) for word in sorted(spellings, key=len, reverse=True))))
     return needles
 
 
@@ -221,16 +235,21 @@ class _Article:
         self.lowered = text.lower()
         self.stems = set().union(*(stems for _, _, stems, _, _, _ in self.units)) if self.units else set()
 
-    def holds(self, values: list[str], stems: set[str], *, same_language: bool) -> bool:
+    def holds(self, values: list[str], stems: set[str], *, same_language: bool, topic: set[str] | None = None
+              ) -> bool:
         """All the values stand together in one unit (:func:`_units`) with the words they answer (at least two
         of the sentence's words that the article has, one if it has only one, or a table row's whole item: "the
         largest integer is 2,147,483,647, use bigint beyond" on the ``integer`` row): its numbers in the unit's
         own sentence, its names (settings, commands) there, in the paragraph's first sentence or in the
-        article's title; across languages, where words cannot be compared, each anywhere in the article."""
+        article's title. Across languages, where the sentence's words cannot be compared, each value anywhere in
+        the article, a number with its unit in any language's spelling; and with ``topic``, the question's words
+        in the article's language (the plan's translated sub-queries), each number on a line that holds them
+        (:meth:`answers_topic`): "1 ГБ" for the longest table name is not the "Field size: 1 GB" row."""
         names = [name for v in values for name in _names(v)]
         if not same_language:
             return all(n.search(self.flat) for v in values for n in _needles(v, same_language=False)) \
-                and all(name_held(name, self.lowered) for name in names)
+                and all(name_held(name, self.lowered) for name in names) \
+                and all(self.answers_topic(v, topic) for v in values if topic and NUMBER.match(v))
         needles = [(_needles(v, same_language=True), bool(NUMBER.match(v))) for v in values]
         wanted = stems & self.stems
         need = min(2, len(wanted))
@@ -239,6 +258,18 @@ class _Article:
                    and len(unit_stems & wanted) >= (min(need, 1) if item and item <= wanted else need)
                    and (not wanted or own & wanted)
                    for numbers, words, unit_stems, own, item, raw in self.units)
+
+    def answers_topic(self, number: str, topic: set[str]) -> bool:
+        """The number (with its unit, in any spelling) stands on a line with the topic's words: two of those the
+        article has (one when it has only one), one of them the line's own (not a column name every row
+        carries). True when the article has none of them: then nothing tells its lines apart."""
+        wanted = topic & self.stems
+        if not wanted:
+            return True
+        needles = _needles(number, same_language=False)
+        need = min(2, len(wanted))
+        return any(_value_on(numbers, needles) and len(unit_stems & wanted) >= need and own & wanted
+                   for numbers, _, unit_stems, own, _, _ in self.units)
 
     def copies(self, sentence: str) -> bool:
         """The sentence stands in the article word for word (a quoted passage may run over several of its
@@ -352,25 +383,29 @@ def _echoes(sentence: str, question_folded: str, lines: list[str], parts: list[s
 
 
 def answer_ground(*, text: str, articles: dict[int, str], language: str, terms_min: float,
-                  question: str = "", headings: dict[int, Sequence[str]] | None = None) -> Grounding:
+                  question: str = "", headings: dict[int, Sequence[str]] | None = None,
+                  topics: Sequence[str] = ()) -> Grounding:
     """Check each sentence of ``text`` against ``articles`` (number → what the model read of it). With the
     customer's ``question``, a sentence without values made only of the question's words, one of which no
     article of its language holds (:func:`unheld_terms`), is the question affirmed: unsupported, whatever
     else it shares with an article. ``headings``: each article's header as the model read it (its title and
     headings path). A sentence that only repeats those, copies the question or says what an article is about
-    (:func:`_echoes`) is an *echo*: dropped, not counted (it is in the article or the message, but says nothing)."""
+    (:func:`_echoes`) is an *echo*: dropped, not counted (it is in the article or the message, but says nothing).
+    ``topics``: the question in other languages (the plan's translated sub-queries); a number a sentence states
+    across languages must stand with their words (:meth:`_Article.holds`)."""
     parsed = {n: _Article(body, language) for n, body in articles.items() if body.strip()}
     asked = term_stems(question)
     given = set(values_of(question))
     unheld = unheld_terms(question, asked, parsed.values(), language) if asked else set()
     header_lines, header_parts = _headings_folded((headings or {}).values())
     question_folded = _fold(question)
+    across = term_stems(" ".join(topics))
     results: list[SentenceGrounding] = []
     for sentence, cited in _sentences(text):
         if not FENCE.match(sentence) and _echoes(sentence, question_folded, header_lines, header_parts):
             results.append(SentenceGrounding(text=sentence, status="echo", cited=cited))
             continue
-        results.append(_sentence_ground(sentence, cited, parsed, language, terms_min, asked, unheld, given))
+        results.append(_sentence_ground(sentence, cited, parsed, language, terms_min, asked, unheld, given, across))
     results = _across_vouched(results, parsed, language)
     kept = [s for s in results if s.status not in ("unsupported", "unchecked", "echo")]
     # A small model may say one sentence again and again: it is shown once.
@@ -405,9 +440,10 @@ def unheld_terms(question: str, asked: set[str], articles: Iterable[_Article], l
 
 
 def _sentence_ground(sentence: str, cited: list[int], articles: dict[int, _Article], language: str,
-                     terms_min: float, asked: set[str], unheld: set[str], given: set[str]) -> SentenceGrounding:
+                     terms_min: float, asked: set[str], unheld: set[str], given: set[str],
+                     across: set[str] | None = None) -> SentenceGrounding:
     if FENCE.match(sentence):
-        return _block_ground(sentence, cited, articles, language, terms_min, asked, unheld, given)
+        return _block_ground(sentence, cited, articles, language, terms_min, asked, unheld, given, across)
     stems = term_stems(LIST_MARK.sub("", sentence))
     values = values_of(sentence)
     if (not stems and not values) or QUESTION_END.search(sentence):  # a question asks; it states nothing
@@ -435,22 +471,28 @@ def _sentence_ground(sentence: str, cited: list[int], articles: dict[int, _Artic
     if supporters:
         return SentenceGrounding(text=sentence, status="supported", cited=cited, supported_by=supporters,
                                  values=values, citation=supporters[0])
-    # Articles in another language: words cannot be compared, only the values (anywhere in the article).
+    # Articles in another language: words cannot be compared, only the values (anywhere in the article; with the
+    # question's words in the article's language, each number on their line).
     other = [n for n, a in articles.items() if a.language != sentence_language]
-    holders = [n for n in other if articles[n].holds(values, stems, same_language=False)]
+    holders = [n for n in other if articles[n].holds(values, stems, same_language=False, topic=across)]
     vouched = [n for n in cited if n in holders] or (holders[:1] if values else [])
     if vouched:
         return SentenceGrounding(text=sentence, status="unverified", cited=cited, supported_by=holders,
                                  values=values, citation=vouched[0])
+    if values and across and any(articles[n].holds(values, stems, same_language=False) for n in other):
+        # Its numbers are in an article, on other lines than the question's words ("1 ГБ" off the "Field size" row,
+        # "1" a list's mark): not shown, and, like every sentence across languages, not counted.
+        return SentenceGrounding(text=sentence, status="unchecked", cited=cited, values=values)
     return SentenceGrounding(text=sentence, status="unsupported", cited=cited, values=values,
                              missing_values=sorted(missing_everywhere, key=values.index))
 
 
 def _block_ground(block: str, cited: list[int], articles: dict[int, _Article], language: str, terms_min: float,
-                   asked: set[str], unheld: set[str], given: set[str]) -> SentenceGrounding:
+                   asked: set[str], unheld: set[str], given: set[str], across: set[str] | None = None
+                   ) -> SentenceGrounding:
     """A fenced code block, line by line as sentences: supported when every line with words is, else unsupported
     as a whole (code with one invented line, a wrong flag, is not shown; half a block would be broken code)."""
-    lines = [_sentence_ground(line.strip(), cited, articles, language, terms_min, asked, unheld, given)
+    lines = [_sentence_ground(line.strip(), cited, articles, language, terms_min, asked, unheld, given, across)
              for line in block.split("\n")[1:-1] if line.strip()]
     checked = [g for g in lines if g.status != "neutral"]
     values = [v for g in lines for v in g.values]

@@ -76,7 +76,18 @@ def answer_grounding(*, text: str, searches: list[KbResult], language: str, ques
         return None
     articles = {n: body for s in searches for n, body in s.texts.items()}
     return answer_ground(text=text, articles=articles, language=language, terms_min=settings.ANSWER_GROUNDING_TERMS_MIN,
-                         question=question, headings={n: h for s in searches for n, h in s.headings.items()})
+                         question=question, headings={n: h for s in searches for n, h in s.headings.items()},
+                         topics=translated_topics(searches, question=question, language=language))
+
+
+def translated_topics(searches: list[KbResult], *, question: str, language: str) -> list[str]:
+    """The searched sub-queries in another language than the question's (:func:`query_topics`): the question's
+    words in the articles' language, as the planner wrote them ("max columns per table" for "Сколько столбцов
+    может быть в таблице?")."""
+    queries = [q for s in searches for q in (s.queries or [s.query])]
+    asked = language_detect(question, default=language)
+    return [topic for _, topic in query_topics(queries, message=question)
+            if language_detect(topic, default=asked) != asked]
 
 
 def grounding_fails(grounding: Grounding, *, question: str, language: str) -> bool:
@@ -101,8 +112,25 @@ def grounding_fails(grounding: Grounding, *, question: str, language: str) -> bo
                  if s.status == "supported" and language_detect(s.text, default=language) == language]
     if len(asked) >= TOPIC_MIN_TERMS and bool(supported) and not any(asked & stems for stems in supported):
         return True
-    # A question for a figure answered without one: the topic's lines, each grounded, none the figure (amounts).
-    return asks_amount(question) and not any(states_amount(s.text, question=question) for s in stating)
+    # A question for a figure answered without one: the topic's lines, each grounded, none the figure (amounts);
+    # or only with figures of something else ("tcp_keepalives_idle is 2 hours" for the default connection cap).
+    if not asks_amount(question):
+        return False
+    before = {id(s): grounding.sentences[i - 1].text if i else "" for i, s in enumerate(grounding.sentences)}
+    return not any(figure_answers(s.text, before=before[id(s)], question=question, asked=asked, language=language)
+                   for s in stating)
+
+
+def figure_answers(sentence: str, *, before: str, question: str, asked: set[str], language: str) -> bool:
+    """The sentence states a figure (``amounts``) about the question: it, or the sentence ``before`` it ("There is a
+    hard maximum number of columns. This limit is 1,600."), has one of the question's words. A sentence in
+    another language than the question's is not compared (words cannot be; its numbers were checked with the
+    question's words in the articles' language: ``grounding``)."""
+    if not states_amount(sentence, question=question):
+        return False
+    if language_detect(prose_of(sentence), default=language) != language:
+        return True
+    return bool(term_stems(f"{before} {sentence}") & asked)
 
 
 def grounding_stating(grounding: Grounding) -> list[SentenceGrounding]:
