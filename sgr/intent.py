@@ -15,6 +15,10 @@ from retrieval.language import language_detect
 from retrieval.terms import term_stems
 
 _EXAMPLE = re.compile(r'^- "(?P<message>[^"]+)" -> "(?P<reason>[^"]+)"', re.MULTILINE)
+# What the planning prompt shows for a value it lacks ("Knowledge-base relevance: unknown", "not measured", "none"):
+# a small model copies it as a sub-query for a message it cannot restate.
+_PLACEHOLDER_WORDS = frozenset("unknown none not measured n a na null неизвестно нет".split())
+_WORDS = re.compile(r"\w+")
 
 
 def intent_grounded(*, intent: str, message: str) -> bool:
@@ -42,3 +46,10 @@ def intent_echoes_example(*, intent: str, message: str) -> bool:
     """True when the intent holds most of a worked example's words that the message does not have."""
     terms, asked = term_stems(intent), term_stems(message)
     return any(len((example - asked) & terms) >= max(2, (len(example) + 1) // 2) for example in _examples())
+
+
+def query_placeholder(query: str) -> bool:
+    """True when a sub-query is only the prompt's word for a missing value ("unknown", "unknown, not measured",
+    "none"): nothing to search for, and nothing to tell the customer was searched."""
+    words = _WORDS.findall(query.lower())
+    return bool(words) and all(word in _PLACEHOLDER_WORDS for word in words)

@@ -123,14 +123,15 @@ def test_no_answer_turns_in_a_row_ask_for_a_person_and_an_answered_one_breaks_th
 
 def test_the_no_answer_reply_says_what_was_searched_in_the_customer_s_terms(trust):
     # The planner's verdict label is not part of a search the customer is told about, and a sub-query that
-    # repeats a worked example of the planning prompt ("account email") is not the customer's.
+    # repeats a worked example of the planning prompt ("account email") or its word for a missing value
+    # ("unknown, not measured") is not the customer's.
     turn = _run(trust, "Can I get a refund for my plane ticket?",
                 subqueries=["refund plane ticket - our product", "changing the account email - our product",
-                            "Refund plane ticket"])
+                            "Refund plane ticket", "unknown, not measured"])
     text = _event(turn, "answer")["text"]
     searched = text.split("searched for:")[1].split("\n")[0]
     assert searched.strip() == "\u201cCan I get a refund for my plane ticket?\u201d; \u201crefund plane ticket\u201d."
-    assert "our product" not in text and "email" not in text
+    assert "our product" not in text and "email" not in text and "unknown" not in text
 
 
 def test_the_no_answer_reply_is_localized_and_comes_from_the_editable_template(trust):

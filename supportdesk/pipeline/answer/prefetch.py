@@ -24,6 +24,7 @@ from typing import Any
 
 from django.conf import settings
 
+from sgr.intent import query_placeholder
 from sgr.models import PlanRecord
 from supportdesk.pipeline.answer.kb import KbResult, kb_search
 
@@ -60,8 +61,9 @@ def plan_queries(record: PlanRecord | None, message: str = "") -> list[str]:
     """
     if record is None or record.final_action != "normal" or not record.plan:
         return []
-    raw = [message_query(message), *(record.plan.get("subqueries") or [])]
-    queries = [" ".join(q.split()) for q in raw if isinstance(q, str)]
+    # A sub-query that is only the planning prompt's word for a missing value ("unknown") searches nothing.
+    subqueries = [q for q in record.plan.get("subqueries") or [] if isinstance(q, str) and not query_placeholder(q)]
+    queries = [" ".join(q.split()) for q in [message_query(message), *subqueries]]
     return list(dict.fromkeys(q for q in queries if q))[:PREFETCH_MAX_QUERIES]
 
 

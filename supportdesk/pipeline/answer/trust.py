@@ -18,7 +18,7 @@ from retrieval.coverage import Coverage, coverage_assess
 from retrieval.language import language_detect
 from retrieval.synonyms import synonym_stem_groups
 from retrieval.terms import name_held, names_of, term_stems
-from sgr.intent import intent_echoes_example
+from sgr.intent import intent_echoes_example, query_placeholder
 from sgr.models import PlanRecord
 from sgr.records import plan_record_outputs_save
 from sgr.render import outputs_render
@@ -59,12 +59,13 @@ def subquery_translations(prefetched: KbResult, *, message: str) -> list[tuple[s
 
 def query_topics(queries: list[str], *, message: str) -> list[tuple[str, str]]:
     """Each searched query with what it asks about: the planner's verdict label ("default port - our product")
-    left out; a sub-query that repeats a worked example of the planning prompt ("account email") dropped, as
-    it is not the customer's; a topic once."""
+    left out; a sub-query that repeats a worked example of the planning prompt ("account email") or its word for a
+    missing value ("unknown") dropped, as it is not the customer's; a topic once."""
     out: dict[str, tuple[str, str]] = {}
     for query in queries:
         topic = VERDICT_LABEL.sub("", query).strip()
-        if topic and topic.lower() not in out and not intent_echoes_example(intent=topic, message=message):
+        if topic and topic.lower() not in out and not intent_echoes_example(intent=topic, message=message) \
+                and not query_placeholder(topic):
             out[topic.lower()] = (query, topic)
     return list(out.values())
 
@@ -116,9 +117,9 @@ def grounding_fails(grounding: Grounding, *, question: str, language: str) -> bo
     # or only with figures of something else ("tcp_keepalives_idle is 2 hours" for the default connection cap).
     if not asks_amount(question):
         return False
-    before = {id(s): grounding.sentences[i - 1].text if i else "" for i, s in enumerate(grounding.sentences)}
-    return not any(figure_answers(s.text, before=before[id(s)], question=question, asked=asked, language=language)
-                   for s in stating)
+    return not any(s in stating and figure_answers(s.text, before=grounding.sentences[i - 1].text if i else "",
+                                                   question=question, asked=asked, language=language)
+                   for i, s in enumerate(grounding.sentences))
 
 
 def figure_answers(sentence: str, *, before: str, question: str, asked: set[str], language: str) -> bool:
