@@ -86,9 +86,13 @@ def translated_topics(searches: list[KbResult], *, question: str, language: str)
     words in the articles' language, as the planner wrote them ("max columns per table" for "Сколько столбцов
     может быть в таблице?")."""
     queries = [q for s in searches for q in (s.queries or [s.query])]
-    asked = language_detect(question, default=language)
-    return [topic for _, topic in query_topics(queries, message=question)
-            if language_detect(topic, default=asked) != asked]
+    return topics_translated([topic for _, topic in query_topics(queries, message=question)],
+                             language=language_detect(question, default=language))
+
+
+def topics_translated(topics: list[str], *, language: str) -> list[str]:
+    """The topics in another language than ``language``, the question's."""
+    return [topic for topic in topics if language_detect(topic, default=language) != language]
 
 
 def grounding_fails(grounding: Grounding, *, question: str, language: str) -> bool:
@@ -172,7 +176,7 @@ def quote_best(*, question: str, searches: list[KbResult], topics: list[str] | N
     if found is not None or not topics:
         return found
     language = language_detect(question)
-    translated = [t for t in topics if language_detect(t, default=language) != language]
+    translated = topics_translated(topics, language=language)
     if not translated or any(language_detect(body, default=language) == language
                              for s in searches for body in s.texts.values()):
         return None
