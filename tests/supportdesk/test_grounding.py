@@ -280,6 +280,20 @@ def test_the_quoted_line_names_the_setting_the_question_asks_about(settings):
     # A name is held whole: the line on autovacuum_multixact_freeze_max_age does not name multixact_freeze_max_age.
     assert quote_best(question="What is the default multixact_freeze_max_age?", searches=[search]) is None
 
+    # A line that names the setting in passing states another setting's figure.
+    resource = ("logical_decoding_work_mem (integer): Specifies the maximum amount of memory to be used by logical "
+                "decoding. It defaults to 64 megabytes (64MB). Since each replication connection only uses a single "
+                "buffer of this size (as limited by max_wal_senders), it is safe to set this value higher.\n"
+                "max_worker_processes (integer): Sets the maximum number of background processes. The default is 8.")
+    search = KbResult(query="", texts={1: resource}, sources=[KbSource(number=1, title="Resource Consumption")])
+    assert quote_best(question="What is the default for max_wal_senders in PostgreSQL 15?", searches=[search]) is None
+    line, _ = quote_best(question="What is the default max_worker_processes in PostgreSQL 15?", searches=[search])
+    assert line.startswith("max_worker_processes")
+    # Named in the sentence that states the figure, it is the line's subject there.
+    named = "Replication slots: the number of slots is capped by max_replication_slots, 10 by default."
+    search = KbResult(query="", texts={1: named}, sources=[KbSource(number=1, title="Replication")])
+    assert quote_best(question="What is the default max_replication_slots?", searches=[search]) is not None
+
 
 def test_a_bare_number_the_customer_gave_is_context_beside_a_value_of_the_sentence_s_own():
     wal = "max_wal_size (integer): Maximum size to let the WAL grow during automatic checkpoints. The default is 1 GB."

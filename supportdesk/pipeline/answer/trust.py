@@ -12,6 +12,8 @@ another topic are replaced the same way.
 
 from __future__ import annotations
 
+import re
+
 from django.conf import settings
 
 from retrieval.coverage import Coverage, coverage_assess
@@ -28,13 +30,20 @@ from sgr.strings import ui_string
 from supportdesk.models import Turn
 from supportdesk.pipeline.answer.amounts import asks_amount, states_amount
 from supportdesk.pipeline.answer.final import FinalAnswer
-from supportdesk.pipeline.answer.grounding import Grounding, SentenceGrounding, answer_ground, prose_of
+from supportdesk.pipeline.answer.grounding import (
+    SENTENCE_END,
+    Grounding,
+    SentenceGrounding,
+    answer_ground,
+    prose_of,
+)
 from supportdesk.pipeline.answer.kb import KbResult, KbSource
 from supportdesk.pipeline.answer.relevance import answer_relevance, on_topic
 from supportdesk.pipeline.plan import verdict_read
 
 QUOTE_MIN_TERMS = 2  # a quoted line shares at least this many content words with the question
 TOPIC_MIN_TERMS = 2  # a question with fewer content words is not compared with what the answer is about
+ASKS_DEFAULT = re.compile(r"\bdefaults?\b|по умолчанию", re.IGNORECASE)  # a setting's value when nobody set it
 
 
 def answer_coverage(*, turn: Turn, record: PlanRecord | None, prefetched: KbResult | None) -> Coverage | None:
@@ -172,7 +181,8 @@ def quote_best(*, question: str, searches: list[KbResult], topics: list[str] | N
         return None
     names = names_of(question)
     figure = question if asks_amount(question) else None
-    found = _line_best(term_stems(question), names, searches, figure=figure)
+    valued = question if names and (figure or ASKS_DEFAULT.search(question)) else None
+    found = _line_best(term_stems(question), names, searches, figure=figure, valued=valued)
     if found is not None or not topics:
         return found
     language = language_detect(question)
@@ -180,13 +190,15 @@ def quote_best(*, question: str, searches: list[KbResult], topics: list[str] | N
     if not translated or any(language_detect(body, default=language) == language
                              for s in searches for body in s.texts.values()):
         return None
-    return _line_best(term_stems(" ".join(translated)), names, searches, figure=figure)
+    return _line_best(term_stems(" ".join(translated)), names, searches, figure=figure, valued=valued)
 
 
-def _line_best(asked: set[str], names: list[str], searches: list[KbResult], *, figure: str | None = None
-               ) -> tuple[str, KbSource] | None:
+def _line_best(asked: set[str], names: list[str], searches: list[KbResult], *, figure: str | None = None,
+               valued: str | None = None) -> tuple[str, KbSource] | None:
     """:func:`quote_best`'s search for the line sharing the most of ``asked`` (stems), naming ``names``; for a
-    question asking a figure (``figure``, the question), a line that states one (``amounts``)."""
+    question asking a figure (``figure``, the question), a line that states one (``amounts``); for a question
+    asking a named setting's figure or default (``valued``, the question), a line about that name
+    (:func:`_value_named`)."""
     if len(asked) < QUOTE_MIN_TERMS:
         return None
     sources = {source.number: source for s in searches for source in s.sources}
@@ -200,9 +212,21 @@ def _line_best(asked: set[str], names: list[str], searches: list[KbResult], *, f
                 if len(shared) >= QUOTE_MIN_TERMS and share >= settings.ANSWER_GROUNDING_QUOTE_MIN and number in sources \
                         and stems - asked and (not names or any(name_held(n, line.lower()) for n in names)) \
                         and (figure is None or states_amount(line, question=figure)) \
+                        and (valued is None or _value_named(line, names, question=valued)) \
                         and (best is None or share > best[0]):
                     best = (share, line.strip(" -"), sources[number])
     return None if best is None else (best[1], best[2])
+
+
+def _value_named(line: str, names: list[str], *, question: str) -> bool:
+    """For a question asking a named setting's figure or default: the line is about the name (it stands in the line's
+    first sentence, "max_wal_senders (integer): Specifies … The default is 10.") or stands in a sentence stating a
+    figure. A line that names it in passing states another setting's value ("logical_decoding_work_mem … defaults
+    to 64MB … (as limited by max_wal_senders)")."""
+    sentences = [part for part in SENTENCE_END.split(line) if part.strip()]
+    return any(name_held(n, sentences[0].lower()) for n in names) or any(
+        states_amount(sentence, question=question) and any(name_held(n, sentence.lower()) for n in names)
+        for sentence in sentences)
 
 
 def quote_answer(*, line: str, source: KbSource, language: str) -> str:
