@@ -289,8 +289,8 @@ def test_the_quoted_line_names_the_setting_the_question_asks_about(settings):
     assert quote_best(question="What is the default for max_wal_senders in PostgreSQL 15?", searches=[search]) is None
     line, _ = quote_best(question="What is the default max_worker_processes in PostgreSQL 15?", searches=[search])
     assert line.startswith("max_worker_processes")
-    # Named in the sentence that states the figure, it is the line's subject there.
-    named = "Replication slots: the number of slots is capped by max_replication_slots, 10 by default."
+    # Named only in a later sentence, the one that states the figure, it is that sentence's subject.
+    named = "Replication slots keep WAL for standbys. Their number is capped by max_replication_slots, 10 by default."
     search = KbResult(query="", texts={1: named}, sources=[KbSource(number=1, title="Replication")])
     assert quote_best(question="What is the default max_replication_slots?", searches=[search]) is not None
 

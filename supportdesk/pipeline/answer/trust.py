@@ -95,11 +95,11 @@ def translated_topics(searches: list[KbResult], *, question: str, language: str)
     words in the articles' language, as the planner wrote them ("max columns per table" for "Сколько столбцов
     может быть в таблице?")."""
     queries = [q for s in searches for q in (s.queries or [s.query])]
-    return topics_translated([topic for _, topic in query_topics(queries, message=question)],
+    return in_other_language([topic for _, topic in query_topics(queries, message=question)],
                              language=language_detect(question, default=language))
 
 
-def topics_translated(topics: list[str], *, language: str) -> list[str]:
+def in_other_language(topics: list[str], *, language: str) -> list[str]:
     """The topics in another language than ``language``, the question's."""
     return [topic for topic in topics if language_detect(topic, default=language) != language]
 
@@ -130,9 +130,11 @@ def grounding_fails(grounding: Grounding, *, question: str, language: str) -> bo
     # or only with figures of something else ("tcp_keepalives_idle is 2 hours" for the default connection cap).
     if not asks_amount(question):
         return False
-    return not any(s in stating and figure_answers(s.text, before=grounding.sentences[i - 1].text if i else "",
-                                                   question=question, asked=asked, language=language)
-                   for i, s in enumerate(grounding.sentences))
+    shown = {id(s) for s in stating}
+    befores = ["", *(s.text for s in grounding.sentences)]
+    return not any(id(s) in shown and figure_answers(s.text, before=before, question=question, asked=asked,
+                                                     language=language)
+                   for s, before in zip(grounding.sentences, befores, strict=False))
 
 
 def figure_answers(sentence: str, *, before: str, question: str, asked: set[str], language: str) -> bool:
@@ -186,7 +188,7 @@ def quote_best(*, question: str, searches: list[KbResult], topics: list[str] | N
     if found is not None or not topics:
         return found
     language = language_detect(question)
-    translated = topics_translated(topics, language=language)
+    translated = in_other_language(topics, language=language)
     if not translated or any(language_detect(body, default=language) == language
                              for s in searches for body in s.texts.values()):
         return None
