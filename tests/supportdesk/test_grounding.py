@@ -583,3 +583,27 @@ def test_a_figure_answers_a_question_for_one_only_with_the_questions_words():
     assert not grounding_fails(limits, question="Is there a hard maximum number of columns?", language="en")
     assert grounding_fails(_ground("This limit is 1,600 [1].", a1=LIMITS),
                            question="Is there a hard maximum number of columns?", language="en")
+
+
+def test_a_russian_question_is_quoted_from_the_english_page_beside_a_russian_article_that_does_not_answer(settings):
+    """The planner's English sub-query finds the English page's line, though a Russian article was found too;
+    of two lines as close to the words, the one saying "default" answers a question for a default ("дефолт")."""
+    from supportdesk.pipeline.answer.kb import KbResult, KbSource
+    from supportdesk.pipeline.answer.trust import quote_best
+
+    settings.ANSWER_GROUNDING_QUOTE = True
+    question = "подскажите дефолт deadlock_timeout, сколько сервер ждёт блокировку?"
+    manual = ("Lock Management\nSET deadlock_timeout = '2s';\n"
+              "deadlock_timeout (integer): the time to wait on a lock before checking for a deadlock. "
+              "The default is one second (1s).")
+    keys = "API-ключи\nКлюч создаётся командой create_api_key и показывается один раз."
+    search = KbResult(query="", texts={1: manual, 2: keys},
+                      sources=[KbSource(number=1, title="Lock Management"), KbSource(number=2, title="API-ключи")])
+    # The sub-query is the setting's name alone: the example line shares as many of its words.
+    line, source = quote_best(question=question, searches=[search], topics=[question, "deadlock_timeout"])
+    assert source.number == 1 and line.endswith("The default is one second (1s).")
+    # The Russian article is not read for the English words, and without them nothing is quoted.
+    assert quote_best(question=question, searches=[search], topics=[question]) is None
+    only_keys = KbResult(query="", texts={2: keys}, sources=[KbSource(number=2, title="API-ключи")])
+    assert quote_best(question=question, searches=[only_keys], topics=[question, "deadlock_timeout"]) is None
+

@@ -43,7 +43,7 @@ from supportdesk.pipeline.plan import verdict_read
 
 QUOTE_MIN_TERMS = 2  # a quoted line shares at least this many content words with the question
 TOPIC_MIN_TERMS = 2  # a question with fewer content words is not compared with what the answer is about
-ASKS_DEFAULT = re.compile(r"\bdefaults?\b|по умолчанию", re.IGNORECASE)  # a setting's value when nobody set it
+ASKS_DEFAULT = re.compile(r"\bdefaults?\b|по умолчанию|\bдефолт", re.IGNORECASE)  # a setting's value when nobody set it
 
 
 def answer_coverage(*, turn: Turn, record: PlanRecord | None, prefetched: KbResult | None) -> Coverage | None:
@@ -178,7 +178,8 @@ def quote_best(*, question: str, searches: list[KbResult], topics: list[str] | N
     ``autovacuum_multixact_freeze_max_age`` for "the default vacuum_freeze_min_age"), nor, for a question asking
     a figure, one that states none (``amounts``). ``topics``: the plan's
     sub-queries (:func:`query_topics`); those in another language than the question's are its words in the
-    articles' language, read when no article is in the question's language (a Russian question, English pages)."""
+    articles' language, read in the articles of another language than the question's when no line answers the
+    question's own words (a Russian question, English pages, a Russian article beside them that does not answer)."""
     if not settings.ANSWER_GROUNDING_QUOTE:
         return None
     names = names_of(question)
@@ -189,10 +190,16 @@ def quote_best(*, question: str, searches: list[KbResult], topics: list[str] | N
         return found
     language = language_detect(question)
     translated = in_other_language(topics, language=language)
-    if not translated or any(language_detect(body, default=language) == language
-                             for s in searches for body in s.texts.values()):
+    foreign = [_articles_other(search, language=language) for search in searches]
+    if not translated or not any(search.texts for search in foreign):
         return None
-    return _line_best(term_stems(" ".join(translated)), names, searches, figure=figure, valued=valued)
+    return _line_best(term_stems(" ".join(translated)), names, foreign, figure=figure, valued=valued)
+
+
+def _articles_other(search: KbResult, *, language: str) -> KbResult:
+    """The search with only its articles in another language than ``language``, the question's."""
+    texts = {n: body for n, body in search.texts.items() if language_detect(body, default=language) != language}
+    return search.model_copy(update={"texts": texts})
 
 
 def _line_best(asked: set[str], names: list[str], searches: list[KbResult], *, figure: str | None = None,
@@ -200,23 +207,25 @@ def _line_best(asked: set[str], names: list[str], searches: list[KbResult], *, f
     """:func:`quote_best`'s search for the line sharing the most of ``asked`` (stems), naming ``names``; for a
     question asking a figure (``figure``, the question), a line that states one (``amounts``); for a question
     asking a named setting's figure or default (``valued``, the question), a line about that name
-    (:func:`_value_named`)."""
+    (:func:`_value_named`), and of lines sharing as much, for a default, one that says "default"."""
     if len(asked) < QUOTE_MIN_TERMS:
         return None
     sources = {source.number: source for s in searches for source in s.sources}
-    best: tuple[float, str, KbSource] | None = None
+    default = valued is not None and bool(ASKS_DEFAULT.search(valued))  # of equal lines, the one saying "default"
+    best: tuple[tuple[float, bool], str, KbSource] | None = None
     for search in searches:
         for number, body in search.texts.items():
             for line in body.splitlines():
                 stems = term_stems(line)
                 shared = asked & stems
                 share = len(shared) / len(asked)
+                rank = (share, default and bool(ASKS_DEFAULT.search(line)))
                 if len(shared) >= QUOTE_MIN_TERMS and share >= settings.ANSWER_GROUNDING_QUOTE_MIN and number in sources \
                         and stems - asked and (not names or any(name_held(n, line.lower()) for n in names)) \
                         and (figure is None or states_amount(line, question=figure)) \
                         and (valued is None or _value_named(line, names, question=valued)) \
-                        and (best is None or share > best[0]):
-                    best = (share, line.strip(" -"), sources[number])
+                        and (best is None or rank > best[0]):
+                    best = (rank, line.strip(" -"), sources[number])
     return None if best is None else (best[1], best[2])
 
 
