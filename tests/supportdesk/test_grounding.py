@@ -607,3 +607,32 @@ def test_a_russian_question_is_quoted_from_the_english_page_beside_a_russian_art
     only_keys = KbResult(query="", texts={2: keys}, sources=[KbSource(number=2, title="API-ключи")])
     assert quote_best(question=question, searches=[only_keys], topics=[question, "deadlock_timeout"]) is None
 
+
+
+
+def test_a_figure_for_a_named_setting_stands_on_the_line_naming_it(settings):
+    """The model's sentence may take a neighbouring line's number with its words ("The default is 50 tuples",
+    the vacuum threshold's, for ``autovacuum_naptime``): grounded on those words it passes; for a question asking
+    a named setting's figure or default, the number must stand on the line naming the setting."""
+    from supportdesk.pipeline.answer.kb import KbResult, KbSource
+    from supportdesk.pipeline.answer.trust import answer_grounding
+
+    settings.ANSWER_GROUNDING = True
+    vacuum = ("Automatic Vacuuming\nautovacuum_naptime (integer): Specifies the minimum delay between autovacuum runs "
+              "on any given database. The default is one minute (1min).\nautovacuum_vacuum_threshold (integer): "
+              "Specifies the minimum number of updated or deleted tuples needed to trigger a VACUUM in any one table. "
+              "The default is 50 tuples.")
+    naptime = "How often does autovacuum_naptime let the launcher look at a database by default?"
+    assert _ground("The default is 50 tuples [1].", a1=vacuum).sentences[0].status == "supported"
+
+    def ground(text: str, question: str) -> str:
+        search = KbResult(query="", texts={1: vacuum}, sources=[KbSource(number=1, title="Automatic Vacuuming")])
+        return answer_grounding(text=text, searches=[search], language="en", question=question).sentences[0].status
+
+    assert ground("The default is 50 tuples [1].", naptime) == "unsupported"
+    assert ground("The default is 50 tuples [1].", "What is the default autovacuum_naptime?") == "unsupported"
+    assert ground("The default is one minute (1min) [1].", naptime) == "supported"
+    # Neither a figure nor a default asked, or no setting named: grounded on the sentence's words, as before.
+    assert ground("The default is 50 tuples [1].", "Which autovacuum settings trigger a VACUUM?") == "supported"
+    assert ground("The default is 50 tuples [1].", "How many tuples trigger a VACUUM by default?") == "supported"
+    assert ground("The default is 50 tuples [1].", "What is the default of autovacuum_vacuum_threshold?") == "supported"

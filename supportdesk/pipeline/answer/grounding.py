@@ -259,6 +259,15 @@ class _Article:
                    and (not wanted or own & wanted)
                    for numbers, words, unit_stems, own, item, raw in self.units)
 
+    def names_figure(self, number: str, named: Sequence[str]) -> bool:
+        """For a question asking a named setting's figure or default (``named``, its names): the number stands on a
+        line naming the setting, when this article names it. The model may take a neighbouring line's number ("50
+        tuples", ``autovacuum_vacuum_threshold``'s default, for ``autovacuum_naptime``)."""
+        held = [name for name in named if name_held(name, self.lowered)]
+        needles = _needles(number, same_language=True)
+        return not held or any(_value_on(numbers, needles) and any(name_held(name, raw) for name in held)
+                               for numbers, _, _, _, _, raw in self.units)
+
     def answers_topic(self, number: str, topic: set[str]) -> bool:
         """The number (with its unit, in any spelling) stands on a line with the topic's words: two of those the
         article has (one when it has only one), one of them the line's own (not a column name every row
@@ -384,7 +393,7 @@ def _echoes(sentence: str, question_folded: str, lines: list[str], parts: list[s
 
 def answer_ground(*, text: str, articles: dict[int, str], language: str, terms_min: float,
                   question: str = "", headings: dict[int, Sequence[str]] | None = None,
-                  topics: Sequence[str] = ()) -> Grounding:
+                  topics: Sequence[str] = (), named: Sequence[str] = ()) -> Grounding:
     """Check each sentence of ``text`` against ``articles`` (number → what the model read of it). With the
     customer's ``question``, a sentence without values made only of the question's words, one of which no
     article of its language holds (:func:`unheld_terms`), is the question affirmed: unsupported, whatever
@@ -392,7 +401,9 @@ def answer_ground(*, text: str, articles: dict[int, str], language: str, terms_m
     headings path). A sentence that only repeats those, copies the question or says what an article is about
     (:func:`_echoes`) is an *echo*: dropped, not counted (it is in the article or the message, but says nothing).
     ``topics``: the question in other languages (the plan's translated sub-queries); a number a sentence states
-    across languages must stand with their words (:meth:`_Article.holds`)."""
+    across languages must stand with their words (:meth:`_Article.holds`). ``named``: the settings whose figure
+    or default the question asks; a number stated in an article's language must stand on the line naming one
+    (:meth:`_Article.names_figure`)."""
     parsed = {n: _Article(body, language) for n, body in articles.items() if body.strip()}
     asked = term_stems(question)
     given = set(values_of(question))
@@ -405,7 +416,8 @@ def answer_ground(*, text: str, articles: dict[int, str], language: str, terms_m
         if not FENCE.match(sentence) and _echoes(sentence, question_folded, header_lines, header_parts):
             results.append(SentenceGrounding(text=sentence, status="echo", cited=cited))
             continue
-        results.append(_sentence_ground(sentence, cited, parsed, language, terms_min, asked, unheld, given, across))
+        results.append(_sentence_ground(sentence, cited, parsed, language, terms_min, asked, unheld, given, across,
+                                        named))
     results = _across_vouched(results, parsed, language)
     kept = [s for s in results if s.status not in ("unsupported", "unchecked", "echo")]
     # A small model may say one sentence again and again: it is shown once.
@@ -441,7 +453,7 @@ def unheld_terms(question: str, asked: set[str], articles: Iterable[_Article], l
 
 def _sentence_ground(sentence: str, cited: list[int], articles: dict[int, _Article], language: str,
                      terms_min: float, asked: set[str], unheld: set[str], given: set[str],
-                     across: set[str] | None = None) -> SentenceGrounding:
+                     across: set[str] | None = None, named: Sequence[str] = ()) -> SentenceGrounding:
     if FENCE.match(sentence):
         return _block_ground(sentence, cited, articles, language, terms_min, asked, unheld, given, across)
     stems = term_stems(LIST_MARK.sub("", sentence))
@@ -460,7 +472,8 @@ def _sentence_ground(sentence: str, cited: list[int], articles: dict[int, _Artic
     for number, article in articles.items():
         if article.language != sentence_language:
             continue
-        missing = [v for v in values if not article.holds([v], stems, same_language=True)]
+        missing = [v for v in values if not article.holds([v], stems, same_language=True)
+                   or (named and NUMBER.match(v) and not article.names_figure(v, named))]
         missing_everywhere &= set(missing)
         share = len(stems & article.stems) / len(stems) if stems else 1.0
         copied = len(stems) >= COPY_MIN_TERMS and article.copies(QUOTE_MARK.sub("", sentence))

@@ -87,7 +87,14 @@ def answer_grounding(*, text: str, searches: list[KbResult], language: str, ques
     articles = {n: body for s in searches for n, body in s.texts.items()}
     return answer_ground(text=text, articles=articles, language=language, terms_min=settings.ANSWER_GROUNDING_TERMS_MIN,
                          question=question, headings={n: h for s in searches for n, h in s.headings.items()},
-                         topics=translated_topics(searches, question=question, language=language))
+                         topics=translated_topics(searches, question=question, language=language),
+                         named=names_valued(question))
+
+
+def names_valued(question: str) -> list[str]:
+    """The settings whose figure or default the question asks ("What is the default deadlock_timeout?",
+    "How often does autovacuum_naptime run?"); empty when it asks neither, or names none."""
+    return names_of(question) if asks_amount(question) or ASKS_DEFAULT.search(question) else []
 
 
 def translated_topics(searches: list[KbResult], *, question: str, language: str) -> list[str]:
@@ -184,7 +191,7 @@ def quote_best(*, question: str, searches: list[KbResult], topics: list[str] | N
         return None
     names = names_of(question)
     figure = question if asks_amount(question) else None
-    valued = question if names and (figure or ASKS_DEFAULT.search(question)) else None
+    valued = question if names_valued(question) else None
     found = _line_best(term_stems(question), names, searches, figure=figure, valued=valued)
     if found is not None or not topics:
         return found
