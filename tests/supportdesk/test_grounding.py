@@ -636,3 +636,27 @@ def test_a_figure_for_a_named_setting_stands_on_the_line_naming_it(settings):
     assert ground("The default is 50 tuples [1].", "Which autovacuum settings trigger a VACUUM?") == "supported"
     assert ground("The default is 50 tuples [1].", "How many tuples trigger a VACUUM by default?") == "supported"
     assert ground("The default is 50 tuples [1].", "What is the default of autovacuum_vacuum_threshold?") == "supported"
+
+
+def test_a_number_given_to_what_another_article_is_about_is_not_supported():
+    """"The guardian waits one second (1s) for its provider": every value and most words are the lock page's, but
+    two of the question's words the sentence uses are the guardian article's, not the lock page's."""
+    locks = ("Lock Management\ndeadlock_timeout (integer): the time to wait on a lock before checking for a deadlock. "
+             "The default is one second (1s).")
+    guardian = "Guardian\nThe guardian checks every message with a provider; if the provider fails, GUARD_FAIL_MODE decides."
+
+    def status(text: str, question: str) -> str:
+        return answer_ground(text=text, articles={1: locks, 2: guardian}, language="en", terms_min=0.5,
+                             question=question).sentences[0].status
+
+    asked = "How many seconds does the guardian wait for its provider before a timeout?"
+    assert status("The guardian waits one second (1s) for the provider before a timeout [1].", asked) == "unsupported"
+    assert answer_ground(text="The guardian waits one second (1s) for the provider before a timeout [1].",
+                         articles={1: locks}, language="en", terms_min=0.5,
+                         question=asked).sentences[0].status == "supported"  # no other article: nothing to tell
+    assert status("It waits one second (1s) before checking for a deadlock [1].",
+                  "How long does the server wait on a lock before checking for a deadlock?") == "supported"
+    # The customer's own words, in no article, are context.
+    assert status("Your nightly CRM job waits one second (1s) before the deadlock check [1].",
+                  "How long does our nightly CRM job wait on a lock before a deadlock check?") == "supported"
+

@@ -93,6 +93,7 @@ PROSE_COMPOUND = re.compile(r"[a-z]+(?:-[a-z]+)+")
 # their marks (LLM_BASE_URL, `VACUUM`, --prune) or are longer.
 ACRONYM = re.compile(r"[A-Z]{2,4}")
 TITLE_MAX_CHARS = 80  # a longer first line is content, not the article's title
+SUBJECT_ELSEWHERE_MIN = 2  # a number's sentence with this many of the question's words from another article is that one's
 COPY_MIN_TERMS = 3  # a sentence copied word for word from an article, with at least this many content words, is supported
 # A citation inside a line, before a new sentence that has no full stop before it: "VACUUM [3] Как пользоваться …"
 # (a small model copying its articles' header lines one after another) is two sentences.
@@ -469,11 +470,11 @@ def _sentence_ground(sentence: str, cited: list[int], articles: dict[int, _Artic
     sentence_language = language_detect(sentence, default=language)
     scored: list[tuple[float, int]] = []
     missing_everywhere = set(values)
-    for number, article in articles.items():
-        if article.language != sentence_language:
-            continue
+    same = {n: a for n, a in articles.items() if a.language == sentence_language}
+    for number, article in same.items():
+        strayed = _subject_elsewhere(stems & asked, number, same)
         missing = [v for v in values if not article.holds([v], stems, same_language=True)
-                   or (named and NUMBER.match(v) and not article.names_figure(v, named))]
+                   or (NUMBER.match(v) and (strayed or (named and not article.names_figure(v, named))))]
         missing_everywhere &= set(missing)
         share = len(stems & article.stems) / len(stems) if stems else 1.0
         copied = len(stems) >= COPY_MIN_TERMS and article.copies(QUOTE_MARK.sub("", sentence))
@@ -498,6 +499,18 @@ def _sentence_ground(sentence: str, cited: list[int], articles: dict[int, _Artic
         return SentenceGrounding(text=sentence, status="unchecked", cited=cited, values=values)
     return SentenceGrounding(text=sentence, status="unsupported", cited=cited, values=values,
                              missing_values=sorted(missing_everywhere, key=values.index))
+
+
+def _subject_elsewhere(subject: set[str], number: int, articles: dict[int, _Article]) -> bool:
+    """The sentence gives a number of article ``number`` to what another article is about: at least
+    ``SUBJECT_ELSEWHERE_MIN`` of the question's words it uses (``subject``) are not in this article but in another
+    it got ("The timeout for the guardian provider is one second (1s)": the second is ``deadlock_timeout``'s, on the
+    lock page; "guardian" and "provider" are the guardian article's)."""
+    absent = subject - articles[number].stems
+    if len(absent) < SUBJECT_ELSEWHERE_MIN:
+        return False
+    others = set().union(*(a.stems for n, a in articles.items() if n != number))
+    return len(absent & others) >= SUBJECT_ELSEWHERE_MIN
 
 
 def _block_ground(block: str, cited: list[int], articles: dict[int, _Article], language: str, terms_min: float,
