@@ -660,3 +660,17 @@ def test_a_number_given_to_what_another_article_is_about_is_not_supported():
     assert status("Your nightly CRM job waits one second (1s) before the deadlock check [1].",
                   "How long does our nightly CRM job wait on a lock before a deadlock check?") == "supported"
 
+
+
+def test_an_answer_across_languages_without_a_value_is_not_shown():
+    """A Russian answer over an English page can be checked only through its values: one that states none says
+    nothing an article was seen to hold ("Спасибо за информацию [1]")."""
+    ctl = "pg_ctl\npg_ctl waits for the server to stop. The default wait is 60 seconds."
+    asked = "Сколько pg_ctl ждёт остановки сервера?"
+    thanks = answer_ground(text="Спасибо за информацию [1].", articles={1: ctl}, language="ru", terms_min=0.5,
+                           question=asked)
+    assert [s.status for s in thanks.sentences] == ["unverified"] and thanks.text
+    assert grounding_fails(thanks, question=asked, language="ru")
+    waits = answer_ground(text="pg_ctl ждёт остановки сервера 60 секунд [1]. Это значение по умолчанию [1].",
+                          articles={1: ctl}, language="ru", terms_min=0.5, question=asked)
+    assert not grounding_fails(waits, question=asked, language="ru")

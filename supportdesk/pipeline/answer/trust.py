@@ -118,7 +118,9 @@ def grounding_fails(grounding: Grounding, *, question: str, language: str) -> bo
     supported sentence shares a content word with the customer's (an article copied whole, "This is in the
     article [1]" after its wrong value was dropped), or a question for a figure gets no shown sentence that
     states one (``amounts``: "How long are plan records kept?" answered with where staff find them).
-    Sentences in another language than the question's are not compared (words cannot be)."""
+    Sentences in another language than the question's are not compared (words cannot be). An answer in another
+    language than every article it got is shown only when it states a value one of them holds: sentences without
+    one cannot be checked at all ("Спасибо за информацию [1]" over an English page)."""
     share = grounding.supported_share
     if not grounding.text.strip() or (share is not None and share < settings.ANSWER_GROUNDING_MIN_SHARE):
         return True
@@ -129,6 +131,8 @@ def grounding_fails(grounding: Grounding, *, question: str, language: str) -> bo
     prose = [text for text in (prose_of(s.text) for s in stating) if term_stems(text)]  # "shared_buffers = 128MB": none
     if prose and not any(language_detect(text, default=language) == language for text in prose):
         return True  # the articles' lines copied in their language, no sentence in the customer's
+    if all(s.status == "unverified" and not s.values for s in stating):
+        return True  # only sentences across languages that state no value: nothing an article was seen to hold
     supported = [term_stems(s.text) for s in grounding.sentences
                  if s.status == "supported" and language_detect(s.text, default=language) == language]
     if len(asked) >= TOPIC_MIN_TERMS and bool(supported) and not any(asked & stems for stems in supported):
