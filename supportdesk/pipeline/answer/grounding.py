@@ -471,8 +471,9 @@ def _sentence_ground(sentence: str, cited: list[int], articles: dict[int, _Artic
     scored: list[tuple[float, int]] = []
     missing_everywhere = set(values)
     same = {n: a for n, a in articles.items() if a.language == sentence_language}
+    numeric = any(NUMBER.match(v) for v in values)
     for number, article in same.items():
-        strayed = _subject_elsewhere(stems & asked, number, same)
+        strayed = numeric and _subject_elsewhere(stems & asked, number, same)
         missing = [v for v in values if not article.holds([v], stems, same_language=True)
                    or (NUMBER.match(v) and (strayed or (named and not article.names_figure(v, named))))]
         missing_everywhere &= set(missing)
