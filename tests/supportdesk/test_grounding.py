@@ -674,3 +674,32 @@ def test_an_answer_across_languages_without_a_value_is_not_shown():
     waits = answer_ground(text="pg_ctl ждёт остановки сервера 60 секунд [1]. Это значение по умолчанию [1].",
                           articles={1: ctl}, language="ru", terms_min=0.5, question=asked)
     assert not grounding_fails(waits, question=asked, language="ru")
+
+
+def test_a_figure_for_a_named_setting_stands_on_its_line_across_languages(settings):
+    """A name is the same in every language: "wal_keep_size по умолчанию равно 1 GB" over an English page whose 1 GB
+    is max_wal_size's is not shown (dropped, not counted, like every sentence across languages)."""
+    from supportdesk.pipeline.answer.kb import KbResult, KbSource
+    from supportdesk.pipeline.answer.trust import answer_grounding
+
+    settings.ANSWER_GROUNDING = True
+    wal = ("Write Ahead Log\nmax_wal_size (integer): Maximum size to let the WAL grow during automatic checkpoints. "
+           "The default is 1 GB.\nwal_keep_size (integer): Specifies the minimum size of past WAL files kept in the "
+           "pg_wal directory. If wal_keep_size is zero (the default), the system does not keep any extra segments.")
+    search = KbResult(query="", texts={1: wal}, sources=[KbSource(number=1, title="Write Ahead Log")])
+
+    def ground(text: str, question: str):
+        return answer_grounding(text=text, searches=[search], language="ru", question=question).sentences[0]
+
+    wrong = ground("Значение wal_keep_size по умолчанию равно 1 GB [1].", "Какой дефолт у wal_keep_size?")
+    assert wrong.status == "unchecked" and wrong.citation is None
+    right = ground("Значение max_wal_size по умолчанию равно 1 GB [1].", "Какой дефолт у max_wal_size?")
+    assert right.status == "unverified" and right.citation == 1
+    # What is left once the figure is dropped does not answer a question for the setting's default.
+    rest = answer_grounding(text="Значение wal_keep_size по умолчанию равно 1 GB [1]. Сегменты хранятся в каталоге "
+                                 "pg_wal [1].", searches=[search], language="ru", question="Какой дефолт у wal_keep_size?")
+    assert [s.status for s in rest.sentences] == ["unchecked", "unverified"] and rest.sentences[1].values
+    assert grounding_fails(rest, question="Какой дефолт у wal_keep_size?", language="ru")
+    kept = answer_grounding(text="Значение max_wal_size по умолчанию равно 1 GB [1]. Сегменты хранятся в каталоге "
+                                 "pg_wal [1].", searches=[search], language="ru", question="Какой дефолт у max_wal_size?")
+    assert not grounding_fails(kept, question="Какой дефолт у max_wal_size?", language="ru")

@@ -260,12 +260,13 @@ class _Article:
                    and (not wanted or own & wanted)
                    for numbers, words, unit_stems, own, item, raw in self.units)
 
-    def names_figure(self, number: str, named: Sequence[str]) -> bool:
+    def names_figure(self, number: str, named: Sequence[str], *, same_language: bool = True) -> bool:
         """For a question asking a named setting's figure or default (``named``, its names): the number stands on a
-        line naming the setting, when this article names it. The model may take a neighbouring line's number ("50
-        tuples", ``autovacuum_vacuum_threshold``'s default, for ``autovacuum_naptime``)."""
+        line naming the setting, when this article names it, in any language (a name is the same in all). The model
+        may take a neighbouring line's number ("50 tuples", ``autovacuum_vacuum_threshold``'s default, for
+        ``autovacuum_naptime``; "1 GB", ``max_wal_size``'s, for ``wal_keep_size``)."""
         held = [name for name in named if name_held(name, self.lowered)]
-        needles = _needles(number, same_language=True)
+        needles = _needles(number, same_language=same_language)
         return not held or any(_value_on(numbers, needles) and any(name_held(name, raw) for name in held)
                                for numbers, _, _, _, _, raw in self.units)
 
@@ -489,14 +490,15 @@ def _sentence_ground(sentence: str, cited: list[int], articles: dict[int, _Artic
     # Articles in another language: words cannot be compared, only the values (anywhere in the article; with the
     # question's words in the article's language, each number on their line).
     other = [n for n, a in articles.items() if a.language != sentence_language]
-    holders = [n for n in other if articles[n].holds(values, stems, same_language=False, topic=across)]
+    holders = [n for n in other if articles[n].holds(values, stems, same_language=False, topic=across)
+               and all(articles[n].names_figure(v, named, same_language=False) for v in values if NUMBER.match(v))]
     vouched = [n for n in cited if n in holders] or (holders[:1] if values else [])
     if vouched:
         return SentenceGrounding(text=sentence, status="unverified", cited=cited, supported_by=holders,
                                  values=values, citation=vouched[0])
-    if values and across and any(articles[n].holds(values, stems, same_language=False) for n in other):
-        # Its numbers are in an article, on other lines than the question's words ("1 ГБ" off the "Field size" row,
-        # "1" a list's mark): not shown, and, like every sentence across languages, not counted.
+    if values and (across or named) and any(articles[n].holds(values, stems, same_language=False) for n in other):
+        # Its numbers are in an article, on other lines than the question's words or the setting it names ("1 ГБ" off
+        # the "Field size" row, "1" a list's mark): not shown, and, like every sentence across languages, not counted.
         return SentenceGrounding(text=sentence, status="unchecked", cited=cited, values=values)
     return SentenceGrounding(text=sentence, status="unsupported", cited=cited, values=values,
                              missing_values=sorted(missing_everywhere, key=values.index))

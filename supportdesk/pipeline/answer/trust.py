@@ -117,7 +117,8 @@ def grounding_fails(grounding: Grounding, *, question: str, language: str) -> bo
     copied for a Russian question), or what is supported answers another question: no
     supported sentence shares a content word with the customer's (an article copied whole, "This is in the
     article [1]" after its wrong value was dropped), or a question for a figure gets no shown sentence that
-    states one (``amounts``: "How long are plan records kept?" answered with where staff find them).
+    states one (``amounts``: "How long are plan records kept?" answered with where staff find them), or a question
+    for a named setting's default whose every stated figure was dropped.
     Sentences in another language than the question's are not compared (words cannot be). An answer in another
     language than every article it got is shown only when it states a value one of them holds: sentences without
     one cannot be checked at all ("Спасибо за информацию [1]" over an English page)."""
@@ -140,7 +141,10 @@ def grounding_fails(grounding: Grounding, *, question: str, language: str) -> bo
     # A question for a figure answered without one: the topic's lines, each grounded, none the figure (amounts);
     # or only with figures of something else ("tcp_keepalives_idle is 2 hours" for the default connection cap).
     if not asks_amount(question):
-        return False
+        # A setting's default asked ("Какой дефолт у wal_keep_size?") and every figure the answer stated dropped (another
+        # setting's): what is left around it does not answer.
+        figures = [s for s in grounding.sentences if states_amount(s.text, question=question)]
+        return bool(names_valued(question)) and bool(figures) and not any(s in stating for s in figures)
     shown = {id(s) for s in stating}
     befores = ["", *(s.text for s in grounding.sentences)]
     return not any(id(s) in shown and figure_answers(s.text, before=before, question=question, asked=asked,
