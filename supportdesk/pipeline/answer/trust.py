@@ -140,12 +140,14 @@ def grounding_fails(grounding: Grounding, *, question: str, language: str) -> bo
         return True
     # A question for a figure answered without one: the topic's lines, each grounded, none the figure (amounts);
     # or only with figures of something else ("tcp_keepalives_idle is 2 hours" for the default connection cap).
+    shown = {id(s) for s in stating}
     if not asks_amount(question):
         # A setting's default asked ("Какой дефолт у wal_keep_size?") and every figure the answer stated dropped (another
         # setting's): what is left around it does not answer.
+        if not names_valued(question):
+            return False
         figures = [s for s in grounding.sentences if states_amount(s.text, question=question)]
-        return bool(names_valued(question)) and bool(figures) and not any(s in stating for s in figures)
-    shown = {id(s) for s in stating}
+        return bool(figures) and not any(id(s) in shown for s in figures)
     befores = ["", *(s.text for s in grounding.sentences)]
     return not any(id(s) in shown and figure_answers(s.text, before=before, question=question, asked=asked,
                                                      language=language)
