@@ -636,6 +636,9 @@ def test_a_figure_for_a_named_setting_stands_on_the_line_naming_it(settings):
     assert ground("The default is 50 tuples [1].", "Which autovacuum settings trigger a VACUUM?") == "supported"
     assert ground("The default is 50 tuples [1].", "How many tuples trigger a VACUUM by default?") == "supported"
     assert ground("The default is 50 tuples [1].", "What is the default of autovacuum_vacuum_threshold?") == "supported"
+    # A code block's lines are checked the same way.
+    assert ground("```\nThe default is 50 tuples.\n```\n[1]", naptime) == "unsupported"
+    assert ground("```\nThe default is one minute (1min).\n```\n[1]", naptime) == "supported"
 
 
 def test_a_number_given_to_what_another_article_is_about_is_not_supported():

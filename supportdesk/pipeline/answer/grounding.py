@@ -266,9 +266,11 @@ class _Article:
         may take a neighbouring line's number ("50 tuples", ``autovacuum_vacuum_threshold``'s default, for
         ``autovacuum_naptime``; "1 GB", ``max_wal_size``'s, for ``wal_keep_size``)."""
         held = [name for name in named if name_held(name, self.lowered)]
+        if not held:
+            return True
         needles = _needles(number, same_language=same_language)
-        return not held or any(_value_on(numbers, needles) and any(name_held(name, raw) for name in held)
-                               for numbers, _, _, _, _, raw in self.units)
+        return any(_value_on(numbers, needles) and any(name_held(name, raw) for name in held)
+                   for numbers, _, _, _, _, raw in self.units)
 
     def answers_topic(self, number: str, topic: set[str]) -> bool:
         """The number (with its unit, in any spelling) stands on a line with the topic's words: two of those the
@@ -457,7 +459,7 @@ def _sentence_ground(sentence: str, cited: list[int], articles: dict[int, _Artic
                      terms_min: float, asked: set[str], unheld: set[str], given: set[str],
                      across: set[str] | None = None, named: Sequence[str] = ()) -> SentenceGrounding:
     if FENCE.match(sentence):
-        return _block_ground(sentence, cited, articles, language, terms_min, asked, unheld, given, across)
+        return _block_ground(sentence, cited, articles, language, terms_min, asked, unheld, given, across, named)
     stems = term_stems(LIST_MARK.sub("", sentence))
     values = values_of(sentence)
     if (not stems and not values) or QUESTION_END.search(sentence):  # a question asks; it states nothing
@@ -517,11 +519,11 @@ def _subject_elsewhere(subject: set[str], number: int, articles: dict[int, _Arti
 
 
 def _block_ground(block: str, cited: list[int], articles: dict[int, _Article], language: str, terms_min: float,
-                   asked: set[str], unheld: set[str], given: set[str], across: set[str] | None = None
-                   ) -> SentenceGrounding:
+                   asked: set[str], unheld: set[str], given: set[str], across: set[str] | None = None,
+                   named: Sequence[str] = ()) -> SentenceGrounding:
     """A fenced code block, line by line as sentences: supported when every line with words is, else unsupported
     as a whole (code with one invented line, a wrong flag, is not shown; half a block would be broken code)."""
-    lines = [_sentence_ground(line.strip(), cited, articles, language, terms_min, asked, unheld, given, across)
+    lines = [_sentence_ground(line.strip(), cited, articles, language, terms_min, asked, unheld, given, across, named)
              for line in block.split("\n")[1:-1] if line.strip()]
     checked = [g for g in lines if g.status != "neutral"]
     values = [v for g in lines for v in g.values]
