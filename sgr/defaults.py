@@ -55,7 +55,7 @@ Analyse the customer's last message in the context of the conversation and fill 
 
 Decision guidance for the guardian verdict given below: Safe - plan normally. Controversial - plan a careful, neutral, factual answer and list what is sensitive under uncertainties. Unsafe - set action to guardian_block.
 
-Knowledge-base relevance, given below: 0 = nothing related in our knowledge base, 1 = a close match; "unknown" = not measured. A message that matches the knowledge base well is rarely spam.
+Knowledge-base relevance, given below: 0 = nothing related in our knowledge base, 1 = a close match. A message that matches the knowledge base well is rarely spam.
 
 Spam scores of {{{{ block_threshold }}}} or more block the message; an intent confidence below {{{{ clarify_threshold }}}} makes the assistant ask a clarifying question.
 

@@ -74,6 +74,10 @@ def test_the_json_schema_guide_ends_with_worked_examples_and_is_the_same_prefix_
     lines = [line for line in examples.splitlines()[1:] if line.strip()]
     actions = [re.search(r"\d, (normal|clarify|block)\b", line) for line in lines]
     assert all(actions) and {a.group(1) for a in actions if a} == {"normal", "clarify", "block"}
+    # The product's own questions come last, nearest the customer's message: listed first, a small model copied
+    # the first one's reason as the reason and intent of questions it could not restate.
+    kinds = [a.group(1) == "normal" for a in actions if a]
+    assert kinds == sorted(kinds) and kinds[-1]
     assert "{{" not in guide  # not a template: nothing in it is filled in per turn
 
 
@@ -241,23 +245,30 @@ def test_every_field_of_the_compact_schema_is_a_plan_field_with_the_plans_bounds
     assert plan_json_schema()["properties"]["subqueries"]["maxItems"] == 10
 
 
-def test_the_seeded_planning_prompt_is_moved_to_fixed_text_first_and_an_edited_one_is_kept(db):
+def test_the_seeded_planning_prompt_is_moved_to_fixed_text_first_then_loses_its_unknown_note_and_an_edited_one_is_kept(db):
     from importlib import import_module
 
     from django.apps import apps
 
-    migration = import_module("sgr.migrations.0004_planning_prompt_fixed_first")
+    fixed_first = import_module("sgr.migrations.0004_planning_prompt_fixed_first")
+    no_note = import_module("sgr.migrations.0007_planning_prompt_without_unknown_note")
     prompt = PromptTemplate.objects.get(name="sgr_system", is_active=True)
-    assert prompt.body == DEFAULT_SYSTEM_PROMPT == migration.FIXED_FIRST  # the code's default is what it seeds
-    migration.backward(apps, None)
+    assert prompt.body == DEFAULT_SYSTEM_PROMPT == no_note.WITHOUT_UNKNOWN  # the code's default is what it seeds
+    assert '"unknown"' not in prompt.body and no_note.WITH_UNKNOWN == fixed_first.FIXED_FIRST
+    no_note.backward(apps, None)
+    fixed_first.backward(apps, None)
     prompt.refresh_from_db()
-    assert prompt.body == migration.SEEDED and prompt.versions().filter(body=migration.SEEDED).exists()
-    migration.forward(apps, None)
+    assert prompt.body == fixed_first.SEEDED and prompt.versions().filter(body=fixed_first.SEEDED).exists()
+    fixed_first.forward(apps, None)
     prompt.refresh_from_db()
-    assert prompt.body == migration.FIXED_FIRST and prompt.versions().count() >= 3  # every body kept
+    assert prompt.body == fixed_first.FIXED_FIRST
+    no_note.forward(apps, None)
+    prompt.refresh_from_db()
+    assert prompt.body == DEFAULT_SYSTEM_PROMPT and prompt.versions().count() >= 5  # every body kept
     prompt.body = "Plan. {{ guardian_level }}"
     prompt.save()
-    migration.forward(apps, None)
-    migration.backward(apps, None)
+    for migration in (fixed_first, no_note):
+        migration.forward(apps, None)
+        migration.backward(apps, None)
     prompt.refresh_from_db()
     assert prompt.body == "Plan. {{ guardian_level }}"  # staff's own text is never replaced
