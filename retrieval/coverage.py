@@ -22,9 +22,7 @@ alone, with its own cut point (``dense_cross``), unless the plan's sub-queries s
 best article's language (``translations``: a small planner often writes "default port postgresql" for a
 Russian question over an English manual): those are then checked as the message would be, with their own
 relevance, and cover the request when they pass the very close match or the words rule (rule
-``translated``). So are they when the message's own words fail against the articles in its language while
-articles in another were found too (a Russian demo article ranked first, the answer on an English page).
-``articles`` are in rank order, each with its
+``translated``). ``articles`` are in rank order, each with its
 title and headings (a question often names what only the title says).
 The cut points are settings (``ANSWER_COVERAGE_*``); ``manage.py calibrate_coverage``
 prints them for a knowledge base and a labelled question set.
@@ -84,29 +82,23 @@ def coverage_assess(*, message: str, language: str, dense: float | None, article
     texts = [text for text in articles if text.strip()]
     decided = coverage_decide(coverage_measure(message=message, language=language, dense=dense, articles=texts,
                                                synonyms=synonyms), cuts)
-    if decided.covered or decided.rule not in ("dense_only", "terms") or not translations:
+    if decided.covered or decided.rule != "dense_only" or not translations:
         return decided
     return _translated(decided, language=language, texts=texts, translations=translations, cuts=cuts) or decided
 
 
 def _translated(decided: Coverage, *, language: str, texts: list[str], translations: Sequence[tuple[str, float]],
                 cuts: CoverageCuts) -> Coverage | None:
-    """The request covered through the sub-queries in another language than the message's, checked against the
-    articles in their language, or ``None``: the best article's language when it is another, else that of the
-    best article in another language (a Russian demo article ranked first for a Russian question whose answer is
-    on an English page of the manual). The names checked are the message's own (a planner adds its own,
-    "default_value"); a sub-query with too few words to compare is not enough."""
-    foreign = [text for text in texts if language_detect(text, default=language) != language]
-    if not foreign:
-        return None
-    target = language_detect(foreign[0], default=language)
+    """The request covered through the sub-queries in the best article's language, or ``None``. The names
+    checked are the message's own (a planner adds its own, "default_value"); a sub-query with too few words to
+    compare is not enough."""
+    target = language_detect(texts[0], default=language)
     picked = [(query, score) for query, score in translations
               if query.strip() and language_detect(query, default=language) == target]
-    if not picked:
+    if target == language or not picked:
         return None
     measured = coverage_measure(message=" ".join(query for query, _ in picked), language=target,
-                                dense=max(score for _, score in picked),
-                                articles=[text for text in foreign if language_detect(text, default=language) == target])
+                                dense=max(score for _, score in picked), articles=texts)
     if measured.rule != "terms":
         return None
     checked = coverage_decide(measured.model_copy(update={"names_missing": decided.names_missing}), cuts)

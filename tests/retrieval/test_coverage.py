@@ -149,30 +149,6 @@ def test_sub_queries_in_the_articles_language_stand_for_a_message_in_another():
     assert not english.covered and english.rule == "terms"
 
 
-def test_sub_queries_are_checked_against_the_other_language_s_articles_when_the_message_s_own_fail():
-    """A Russian article ranked first for a Russian question whose answer is on an English page: the message's
-    words fail against the Russian article, its English sub-queries find theirs on the English page."""
-    port = "port (integer): the TCP port the server listens on; 5432 by default."
-    message = "Какой порт сервер слушает по умолчанию, если его не менять?"
-    articles = [WIDGET_RU, port]
-    alone = coverage_assess(message=message, language="ru", dense=0.5, articles=articles, cuts=CUTS)
-    assert not alone.covered and alone.rule == "terms"
-    through = coverage_assess(message=message, language="ru", dense=0.5, articles=articles, cuts=CUTS,
-                              translations=[("default server port", 0.9)])
-    assert through.covered and through.rule == "translated" and through.dense == 0.5
-    # Only the other language's articles count: the English words are not looked for in the Russian one (which
-    # says "dark theme" in Russian), and sub-queries those articles do not hold, or in the message's own
-    # language, cover nothing.
-    for translations in ([("dark theme widget", 0.9)], [("port for logical replication slots", 0.9)],
-                         [("порт сервера по умолчанию", 0.9)]):
-        refused = coverage_assess(message=message, language="ru", dense=0.5, articles=articles,
-                                  cuts=CUTS, translations=translations)
-        assert not refused.covered and refused.rule == "terms", translations
-    # With no article in another language there is nothing to read them against.
-    assert not coverage_assess(message=message, language="ru", dense=0.5, articles=[WIDGET_RU], cuts=CUTS,
-                               translations=[("default server port", 0.9)]).covered
-
-
 @pytest.mark.django_db
 def test_calibrate_coverage_prints_cut_points_fitted_apart_from_the_held_out_part(tmp_path, settings):
     from retrieval.ingestion import kb_ingest_paths
