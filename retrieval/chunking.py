@@ -33,8 +33,9 @@ def chunks_from_sections(sections: list[Section], *, max_tokens: int, overlap_to
     """Split ``sections`` into chunks of at most about ``max_tokens`` tokens.
 
     A chunk never crosses a heading, so each keeps the heading path it came from;
-    consecutive chunks of one section share ``overlap_tokens`` tokens (whole words)
-    so a sentence cut at a boundary is still found whole in one of them.
+    consecutive chunks of one section share ``overlap_tokens`` tokens (a table's or a
+    list's whole last lines, else a paragraph's last whole words) so a sentence cut at a
+    boundary is still found whole in one of them.
     """
     if max_tokens < 16:
         raise ValueError("max_tokens must be at least 16")
@@ -136,8 +137,21 @@ def _cut_words(text: str, max_tokens: int) -> list[str]:
 
 
 def _tail(text: str, tokens: int) -> str:
-    """The last whole words of ``text`` worth at most ``tokens`` tokens."""
-    words = text.split()
+    """The end of ``text`` worth at most ``tokens`` tokens: its last whole lines when it ends in lines that fit (a
+    table's rows, a list's items: a row cut in two and run into the next would pair one row's item with the
+    next row's value, "… per database Item: columns per index | Upper Limit: 32"), else the last whole words of
+    its last line (a paragraph)."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    kept: list[str] = []
+    count = 0
+    for line in reversed(lines):
+        count += token_estimate(line)
+        if count > tokens:
+            break
+        kept.append(line)
+    if kept:
+        return "\n".join(reversed(kept))
+    words = lines[-1].split() if lines else []
     tail: list[str] = []
     count = 0
     for word in reversed(words):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from retrieval.chunking import chunks_from_sections, token_estimate
 from retrieval.parsing import Section
 
@@ -58,3 +60,23 @@ def test_a_long_run_of_punctuation_heavy_words_is_cut_by_tokens_not_words():
     drafts = chunks_from_sections([Section([], text)], max_tokens=60, overlap_tokens=0)
     assert all(d.token_count <= 60 for d in drafts)
     assert " ".join(d.text for d in drafts).split() == text.split()
+
+
+def test_the_overlap_of_a_table_is_whole_rows_never_one_row_run_into_the_next():
+    tables = "\n\n".join("\n".join(f"Item: columns per thing{t}{r} | Upper Limit: {t}{r}0" for r in range(3))
+                         for t in range(1, 10))
+    drafts = chunks_from_sections([Section(["Limits"], tables)], max_tokens=60, overlap_tokens=20)
+    assert len(drafts) > 3
+    lines = [line for d in drafts for line in d.text.splitlines() if line.strip()]
+    row = re.compile(r"Item: columns per thing(?P<t>\d)(?P<r>\d) \| Upper Limit: (?P=t)(?P=r)0")
+    assert all(row.fullmatch(line) for line in lines), [line for line in lines if not row.fullmatch(line)]
+    # The overlap is still there: a chunk begins with the rows that ended the one before it.
+    assert all(a.text.endswith(b.text.split("\n\n")[0]) for a, b in zip(drafts, drafts[1:], strict=False))
+
+
+def test_the_overlap_of_prose_is_the_last_words_of_its_last_paragraph():
+    paragraphs = [" ".join(f"p{p}w{i}" for i in range(30)) for p in range(4)]
+    drafts = chunks_from_sections([Section([], "\n\n".join(paragraphs))], max_tokens=80, overlap_tokens=10)
+    second = drafts[1].text.split("\n\n")[0].split()
+    assert second and all(word.startswith(second[0][:2]) for word in second)  # one paragraph's words, not two
+    assert drafts[0].text.split()[-len(second):] == second
