@@ -105,6 +105,64 @@ def test_a_table_row_s_item_named_by_the_sentence_is_enough_words_for_its_value(
     assert neighbour.sentences[0].missing_values == ["2,147,483,647"]
 
 
+def test_a_value_from_the_row_next_to_the_one_the_sentence_names_is_not_supported():
+    limits = ("Item | Upper Limit | Comment\n"
+              "Item: columns per table | Upper Limit: 1,600 | Comment: further limited by tuple size\n"
+              "Item: columns per index | Upper Limit: 32 | Comment: can be increased by recompiling PostgreSQL")
+    # "columns" and "PostgreSQL" are on the index row too; the sentence names all of the table row's item.
+    neighbour = _ground("The hard maximum number of columns a PostgreSQL table can have is 32 [1].", a1=limits)
+    assert neighbour.sentences[0].status == "unsupported" and neighbour.sentences[0].missing_values == ["32"]
+    right = _ground("The hard maximum number of columns a PostgreSQL table can have is 1,600 [1].", a1=limits)
+    assert right.sentences[0].status == "supported"
+    index = _ground("A PostgreSQL index can have at most 32 columns [1].", a1=limits)
+    assert index.sentences[0].status == "supported"
+    # Nor is a number of a compound in a paragraph about tables ("a 32-bit OID") a limit of 32; the compound itself is.
+    oid = limits + ("\nEach table can store a theoretical maximum of 2^32 out-of-line values. This limit arises from the "
+                    "use of a 32-bit OID to identify each such value.")
+    assert _ground("The hard maximum number of columns a PostgreSQL table can have is 32 [1].",
+                   a1=oid).sentences[0].status == "unsupported"
+    compound = _ground("Each out-of-line value of a table is identified by a 32-bit OID [1].", a1=oid).sentences[0]
+    assert compound.status == "supported" and compound.values == ["32-bit"]
+    wal = "max_wal_size (integer): Maximum size to let the WAL grow during automatic checkpoints. The default is 1 GB."
+    ordinal = answer_ground(text="max_wal_size по умолчанию в 15-й версии равно 1 GB [1].", articles={1: wal},
+                            language="ru", terms_min=0.5, question="Какое значение max_wal_size по умолчанию в 15-й версии?")
+    assert ordinal.sentences[0].status == "unverified"  # "15-й" is an ordinal the customer gave, not a compound
+    # Naming both rows' items whole, the sentence may take either row's value.
+    both = _ground("Columns per index are capped at 32, far below the columns per table [1].", a1=limits)
+    assert both.sentences[0].status == "supported"
+
+
+def test_a_figure_on_another_setting_s_definition_is_not_the_asked_setting_s():
+    resource = ("maintenance_work_mem ( integer ): Specifies the maximum amount of memory to be used by maintenance "
+                "operations. It defaults to 64 megabytes ( 64MB ). VACUUM is only able to utilize up to a maximum of 1GB "
+                "of memory.\n\n"
+                "autovacuum_work_mem ( integer ): Specifies the maximum amount of memory to be used by each autovacuum "
+                "worker process. It defaults to -1, indicating that the value of maintenance_work_mem should be used "
+                "instead. The setting has no effect on the behavior of VACUUM when run in other contexts.")
+    # "-1" is not the "1" of maintenance_work_mem's own "1GB".
+    answer = "It defaults to -1, indicating that the value of maintenance_work_mem should be used instead [1]."
+    asked = answer_ground(text=answer, articles={1: resource}, language="en", terms_min=0.5,
+                          question="default maintenance_work_mem in pg 15?", named=["maintenance_work_mem"])
+    assert asked.sentences[0].status == "unsupported" and asked.text == ""
+    own = answer_ground(text=answer, articles={1: resource}, language="en", terms_min=0.5,
+                        question="default autovacuum_work_mem in pg 15?", named=["autovacuum_work_mem"])
+    assert own.sentences[0].status == "supported"
+
+
+def test_the_quoted_line_is_not_another_setting_s_definition_naming_the_asked_one(settings):
+    from supportdesk.pipeline.answer.kb import KbResult, KbSource
+    from supportdesk.pipeline.answer.trust import quote_best
+
+    settings.ANSWER_GROUNDING_QUOTE = True
+    resource = ("autovacuum_work_mem ( integer ): Specifies the maximum amount of memory to be used by each autovacuum "
+                "worker process. It defaults to -1, indicating that the value of maintenance_work_mem should be used "
+                "instead.")
+    search = KbResult(query="", texts={1: resource}, sources=[KbSource(number=1, title="Resource Consumption")])
+    assert quote_best(question="What is the default maintenance_work_mem?", searches=[search]) is None
+    line, _ = quote_best(question="What is the default autovacuum_work_mem?", searches=[search])
+    assert line.startswith("autovacuum_work_mem")
+
+
 def test_a_quoted_article_line_is_one_sentence_and_keeps_its_own_paragraph():
     quoted = "> columns per table | 1,600 | further limited by tuple size fitting on a single page. Really [1]"
     grounding = _ground(f"{quoted}\nSo a table can have at most 1,600 columns [1].", a1=LIMITS)

@@ -11,7 +11,11 @@ A sentence is *supported* by an article when
   words and names to the others (a definition names its setting once), and a short title line
   names the article's subject; a number must stand in its own sentence. A limit read from the
   neighbouring table row, or the next sentence's number, is in the article, but not with the
-  sentence's words or setting name, so it is not supported. A passage copied word for word is
+  sentence's words or setting name, so it is not supported; nor is a row's value when the sentence names another
+  row's item and not this one's ("columns … table" against the "columns per index" row), a figure on another
+  setting's definition ("autovacuum_work_mem (integer): … defaults to -1, indicating that the value of
+  maintenance_work_mem should be used") for a question asking that setting's, or a bare number read off a
+  compound or an exponent ("32-bit", "2^32"). A passage copied word for word is
   supported as it is. In a table row a number's
   unit must stand in the number's own cell (or the row's item cell), and one of the words must be
   the row's own, not a column name every row carries (rows are ingested ``Seats: 25 | Price: 49 EUR``);
@@ -69,9 +73,11 @@ character characters % percent x times mhz ghz kbit mbit gbit rub usd eur
 # A number, whole ("64" is not in "1,664"); with its unit written on ("64MB", "5min", "1s", "8kB": the manual's and
 # the configuration files' own notation), in ``unit``, when the letters are a unit: "3rd", "x86", "v15" hold none.
 _UNITS_GLUED = "|".join(sorted((re.escape(word) for word in UNIT_WORDS), key=len, reverse=True))
-NUMBER = re.compile(rf"(?<![\w.])(?P<number>[-+]?\d[\d,.\u00a0\u202f ]*\d|\d)(?:(?P<unit>{_UNITS_GLUED})(?!\w)|(?!\w))",
+NUMBER = re.compile(rf"(?<![\w.^])(?P<number>[-+]?\d[\d,.\u00a0\u202f ]*\d|[-+]?\d)(?:(?P<unit>{_UNITS_GLUED})(?!\w)|(?!\w))",
                     re.IGNORECASE)
 UNIT = re.compile(r"\s*(%|[a-zA-Zа-яА-ЯёЁ]{1,12})")
+# A number's compound ("32-bit", "4-byte", "64-битный"); not an ordinal's ending ("15-й", "2-го").
+COMPOUND = re.compile(r"-([^\W\d_]{3,})")
 # One unit in both languages: a Russian sentence's "1 ГБ" is an English page's "1 GB", not any "1" on it.
 UNIT_SPELLINGS = tuple(frozenset(group.split()) for group in (
     "b byte bytes байт байта байтов", "kb kib кб", "mb mib мб", "gb gib гб", "tb tib тб",
@@ -99,6 +105,9 @@ COPY_MIN_TERMS = 3  # a sentence copied word for word from an article, with at l
 # (a small model copying its articles' header lines one after another) is two sentences.
 CITED_BREAK = re.compile(r"(\[\d{1,3}\])\s+(?=[A-ZА-ЯЁ])")
 FOLD = re.compile(r"[^\w]+")
+# A line that defines a setting, as the manual does ("autovacuum_work_mem ( integer ): Specifies …") or a list
+# ("`GUARD_FAIL_MODE`: what happens when …"): the figures on it are that setting's, whatever others it names.
+DEFINES = re.compile(r"^[\s*>`-]*([a-z][a-z0-9]*(?:_[a-z0-9]+)+)[`*\s]*(?:\(\s*[\w ]+\s*\)\s*)?[:—–]", re.IGNORECASE)
 # A sentence that only says what an article is about ("The article explains the VACUUM command and its options.",
 # "Статья описывает команду createdb"): a table of contents, not an answer.
 # One that goes on to say what the article states ("The article explains that …") is a statement.
@@ -149,6 +158,10 @@ def values_of(text: str) -> list[str]:
             after = UNIT.match(text, match.end())
             unit = after.group(1) if after else ""
         word = unit.lower()
+        compound = COMPOUND.match(text, match.end()) if not word else None
+        if compound:  # "32-bit", "8-byte": the compound is the value, found as written
+            found.append(f"{number}-{compound.group(1).lower()}")
+            continue
         found.append(f"{number} {word}" if word in UNIT_WORDS else number)
     found += [m.group(1).strip() for m in CODE.finditer(text)]
     found += [m.group(1) for m in IDENTIFIER.finditer(CODE.sub(" ", text))
@@ -196,7 +209,9 @@ def _needles(value: str, *, same_language: bool) -> list[re.Pattern[str]]:
         if words:
             return [re.compile(re.escape(value_norm(word))) for word in words]
     needle = re.escape(value_norm(number))
-    needles = [re.compile(rf"(?<![\d.]){needle}(?![\d])" if is_number else needle)]
+    # 2^32 holds no 32; nor, for a number without a unit, does a compound ("a 32-bit OID" is no limit of 32)
+    compound = "" if unit else r"(?!-[^\W\d_]{3})"
+    needles = [re.compile(rf"(?<![\d.^]){needle}(?![\d]){compound}" if is_number else needle)]
     if unit and same_language:
         needles.append(re.compile(re.escape(value_norm(unit))))
     elif unit:  # across languages, the unit in any of its spellings (:data:`UNIT_SPELLINGS`), when it has others
@@ -235,6 +250,7 @@ class _Article:
         self.flat = value_norm(text)
         self.lowered = text.lower()
         self.stems = set().union(*(stems for _, _, stems, _, _, _ in self.units)) if self.units else set()
+        self.items = [item for _, _, _, _, item, _ in self.units if item]  # the table rows' items
 
     def holds(self, values: list[str], stems: set[str], *, same_language: bool, topic: set[str] | None = None
               ) -> bool:
@@ -258,7 +274,15 @@ class _Article:
                    and all(name_held(name, raw) for name in names)
                    and len(unit_stems & wanted) >= (min(need, 1) if item and item <= wanted else need)
                    and (not wanted or own & wanted)
+                   and not self.row_neighbour(item, wanted)
                    for numbers, words, unit_stems, own, item, raw in self.units)
+
+    def row_neighbour(self, item: set[str], wanted: set[str]) -> bool:
+        """The row of ``item`` is the neighbour of the one the sentence names: the sentence has every word that
+        tells another row's item from this one's, and none that tells this one's from it ("columns … table" names
+        the "columns per table" row, not "columns per index", whose 32 is not a table's limit)."""
+        return bool(item) and any(other - item and other - item <= wanted and not (item - other) & wanted
+                                  for other in self.items)
 
     def names_figure(self, number: str, named: Sequence[str], *, same_language: bool = True) -> bool:
         """For a question asking a named setting's figure or default (``named``, its names): the number stands on a
@@ -270,6 +294,7 @@ class _Article:
             return True
         needles = _needles(number, same_language=same_language)
         return any(_value_on(numbers, needles) and any(name_held(name, raw) for name in held)
+                   and not defines_other(raw.split("\n", 1)[-1], held)
                    for numbers, _, _, _, _, raw in self.units)
 
     def answers_topic(self, number: str, topic: set[str]) -> bool:
@@ -288,6 +313,14 @@ class _Article:
         """The sentence stands in the article word for word (a quoted passage may run over several of its
         sentences): supported as it is."""
         return value_norm(sentence) in self.flat
+
+
+def defines_other(line: str, names: Sequence[str]) -> bool:
+    """The line defines another setting than ``names`` (:data:`DEFINES`): "autovacuum_work_mem ( integer ): … It
+    defaults to -1, indicating that the value of maintenance_work_mem should be used instead." gives no default
+    of maintenance_work_mem."""
+    match = DEFINES.match(line)
+    return match is not None and match.group(1).lower() not in {name.lower() for name in names}
 
 
 def _title(text: str) -> str:
@@ -477,11 +510,14 @@ def _sentence_ground(sentence: str, cited: list[int], articles: dict[int, _Artic
     numeric = any(NUMBER.match(v) for v in values)
     for number, article in same.items():
         strayed = numeric and _subject_elsewhere(stems & asked, number, same)
+        unnamed = [v for v in values if NUMBER.match(v) and named and not article.names_figure(v, named)]
         missing = [v for v in values if not article.holds([v], stems, same_language=True)
-                   or (NUMBER.match(v) and (strayed or (named and not article.names_figure(v, named))))]
+                   or v in unnamed or (NUMBER.match(v) and strayed)]
         missing_everywhere &= set(missing)
         share = len(stems & article.stems) / len(stems) if stems else 1.0
-        copied = len(stems) >= COPY_MIN_TERMS and article.copies(QUOTE_MARK.sub("", sentence))
+        # Copied word for word, unless its figure is another setting's than the one asked ("It defaults to -1 …"
+        # off autovacuum_work_mem's definition, for maintenance_work_mem).
+        copied = len(stems) >= COPY_MIN_TERMS and not unnamed and article.copies(QUOTE_MARK.sub("", sentence))
         together = copied or not values or (not missing and article.holds(values, stems, same_language=True))
         if together and (copied or values or share >= terms_min):
             scored.append((share + (1.0 if number in cited else 0.0), number))

@@ -35,6 +35,7 @@ from supportdesk.pipeline.answer.grounding import (
     Grounding,
     SentenceGrounding,
     answer_ground,
+    defines_other,
     prose_of,
 )
 from supportdesk.pipeline.answer.kb import KbResult, KbSource
@@ -252,6 +253,8 @@ def _value_named(line: str, names: list[str], *, question: str) -> bool:
     figure. A line that names it in passing states another setting's value ("logical_decoding_work_mem … defaults
     to 64MB … (as limited by max_wal_senders)")."""
     sentences = [part for part in SENTENCE_END.split(line) if part.strip()]
+    if defines_other(line, names):
+        return False  # another setting's definition, naming this one in passing
     return any(name_held(n, sentences[0].lower()) for n in names) or any(
         states_amount(sentence, question=question) and any(name_held(n, sentence.lower()) for n in names)
         for sentence in sentences)
