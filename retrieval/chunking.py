@@ -142,21 +142,19 @@ def _tail(text: str, tokens: int) -> str:
     next row's value, "… per database Item: columns per index | Upper Limit: 32"), else the last whole words of
     its last line (a paragraph)."""
     lines = [line for line in text.splitlines() if line.strip()]
+    kept = _last_fitting(lines, tokens)
+    if kept:
+        return "\n".join(kept)
+    return " ".join(_last_fitting(lines[-1].split() if lines else [], tokens))
+
+
+def _last_fitting(parts: list[str], tokens: int) -> list[str]:
+    """The last of ``parts`` worth at most ``tokens`` tokens together, in order."""
     kept: list[str] = []
     count = 0
-    for line in reversed(lines):
-        count += token_estimate(line)
+    for part in reversed(parts):
+        count += token_estimate(part)
         if count > tokens:
             break
-        kept.append(line)
-    if kept:
-        return "\n".join(reversed(kept))
-    words = lines[-1].split() if lines else []
-    tail: list[str] = []
-    count = 0
-    for word in reversed(words):
-        count += token_estimate(word)
-        if count > tokens:
-            break
-        tail.append(word)
-    return " ".join(reversed(tail))
+        kept.append(part)
+    return kept[::-1]

@@ -149,20 +149,6 @@ def test_a_figure_on_another_setting_s_definition_is_not_the_asked_setting_s():
     assert own.sentences[0].status == "supported"
 
 
-def test_the_quoted_line_is_not_another_setting_s_definition_naming_the_asked_one(settings):
-    from supportdesk.pipeline.answer.kb import KbResult, KbSource
-    from supportdesk.pipeline.answer.trust import quote_best
-
-    settings.ANSWER_GROUNDING_QUOTE = True
-    resource = ("autovacuum_work_mem ( integer ): Specifies the maximum amount of memory to be used by each autovacuum "
-                "worker process. It defaults to -1, indicating that the value of maintenance_work_mem should be used "
-                "instead.")
-    search = KbResult(query="", texts={1: resource}, sources=[KbSource(number=1, title="Resource Consumption")])
-    assert quote_best(question="What is the default maintenance_work_mem?", searches=[search]) is None
-    line, _ = quote_best(question="What is the default autovacuum_work_mem?", searches=[search])
-    assert line.startswith("autovacuum_work_mem")
-
-
 def test_a_quoted_article_line_is_one_sentence_and_keeps_its_own_paragraph():
     quoted = "> columns per table | 1,600 | further limited by tuple size fitting on a single page. Really [1]"
     grounding = _ground(f"{quoted}\nSo a table can have at most 1,600 columns [1].", a1=LIMITS)
@@ -347,6 +333,13 @@ def test_the_quoted_line_names_the_setting_the_question_asks_about(settings):
     assert quote_best(question="What is the default for max_wal_senders in PostgreSQL 15?", searches=[search]) is None
     line, _ = quote_best(question="What is the default max_worker_processes in PostgreSQL 15?", searches=[search])
     assert line.startswith("max_worker_processes")
+    # Another setting's definition that names the asked one in the sentence stating its figure gives none of its.
+    autovacuum = ("autovacuum_work_mem ( integer ): Specifies the maximum amount of memory to be used by each "
+                  "autovacuum worker process. It defaults to -1, indicating that the value of maintenance_work_mem "
+                  "should be used instead.")
+    search = KbResult(query="", texts={1: autovacuum}, sources=[KbSource(number=1, title="Resource Consumption")])
+    assert quote_best(question="What is the default maintenance_work_mem?", searches=[search]) is None
+    assert quote_best(question="What is the default autovacuum_work_mem?", searches=[search]) is not None
     # Named only in a later sentence, the one that states the figure, it is that sentence's subject.
     named = "Replication slots keep WAL for standbys. Their number is capped by max_replication_slots, 10 by default."
     search = KbResult(query="", texts={1: named}, sources=[KbSource(number=1, title="Replication")])
