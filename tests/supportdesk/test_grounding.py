@@ -757,3 +757,20 @@ def test_a_figure_for_a_named_setting_stands_on_its_line_across_languages(settin
     kept = answer_grounding(text="Значение max_wal_size по умолчанию равно 1 GB [1]. Сегменты хранятся в каталоге "
                                  "pg_wal [1].", searches=[search], language="ru", question="Какой дефолт у max_wal_size?")
     assert not grounding_fails(kept, question="Какой дефолт у max_wal_size?", language="ru")
+
+
+def test_a_value_pointing_back_to_the_question_restated_answers_it():
+    widget = ("Виджет\nАтрибуты тега `<script>`: `data-open=\"true\"` открывает панель чата сразу; "
+              "`data-theme=\"dark\"` включает тёмную тему. Ключи API создают в админке.")
+    question = "Можно ли сделать, чтобы панель чата открывалась сразу при загрузке страницы, без клика по кнопке?"
+    answer = ("Да, можно сделать, чтобы панель чата открывалась сразу при загрузке страницы, без клика по кнопке. "
+              "Это можно сделать с помощью атрибута `data-open=\"true\"` в теге `<script>` [1].")
+    grounded = answer_ground(text=answer, articles={1: widget}, language="ru", terms_min=0.5, question=question)
+    assert [s.status for s in grounded.sentences] == ["unsupported", "supported"]
+    assert not grounding_fails(grounded, question=question, language="ru")
+    # Pointing back without a value ("Это делается в админке") states nothing an article was seen to hold about it.
+    vague = answer_ground(text="Да, можно сделать, чтобы панель чата открывалась сразу при загрузке страницы. "
+                               "Это создают в админке [1].", articles={1: widget}, language="ru", terms_min=0.5,
+                          question=question)
+    assert [s.status for s in vague.sentences] == ["unsupported", "supported"]
+    assert grounding_fails(vague, question=question, language="ru")

@@ -44,6 +44,9 @@ from supportdesk.pipeline.plan import verdict_read
 
 QUOTE_MIN_TERMS = 2  # a quoted line shares at least this many content words with the question
 TOPIC_MIN_TERMS = 2  # a question with fewer content words is not compared with what the answer is about
+# A sentence that begins by pointing back and states a value ("Это можно сделать с помощью атрибута `data-open`") after
+# one that only restates the question ("Да, можно сделать, чтобы панель открывалась сразу") answers the question.
+ANAPHOR = re.compile(r"^(?:this|that|it|these|those|to do (?:this|so)|это|этого|для этого|так)\b", re.IGNORECASE)
 ASKS_DEFAULT = re.compile(r"\bdefaults?\b|по умолчанию|\bдефолт", re.IGNORECASE)  # a setting's value when nobody set it
 
 
@@ -117,7 +120,8 @@ def grounding_fails(grounding: Grounding, *, question: str, language: str) -> bo
     sentences without content words only), nothing is said in the customer's language (an English page's lines
     copied for a Russian question), or what is supported answers another question: no
     supported sentence shares a content word with the customer's (an article copied whole, "This is in the
-    article [1]" after its wrong value was dropped), or a question for a figure gets no shown sentence that
+    article [1]" after its wrong value was dropped; a value pointing back to the question restated, "Это можно
+    сделать с помощью атрибута `data-open`", shares the question's), or a question for a figure gets no shown sentence that
     states one (``amounts``: "How long are plan records kept?" answered with where staff find them), or a question
     for a named setting's default whose every stated figure was dropped.
     Sentences in another language than the question's are not compared (words cannot be). An answer in another
@@ -135,7 +139,9 @@ def grounding_fails(grounding: Grounding, *, question: str, language: str) -> bo
         return True  # the articles' lines copied in their language, no sentence in the customer's
     if all(s.status == "unverified" and not s.values for s in stating):
         return True  # only sentences across languages that state no value: nothing an article was seen to hold
-    supported = [term_stems(s.text) for s in grounding.sentences
+    previous = [set(), *(term_stems(s.text) for s in grounding.sentences)]
+    supported = [term_stems(s.text) | (before if s.values and ANAPHOR.match(s.text) and before <= asked else set())
+                 for s, before in zip(grounding.sentences, previous, strict=False)
                  if s.status == "supported" and language_detect(s.text, default=language) == language]
     if len(asked) >= TOPIC_MIN_TERMS and bool(supported) and not any(asked & stems for stems in supported):
         return True
