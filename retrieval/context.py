@@ -6,18 +6,22 @@ import re
 
 from retrieval.chunking import token_estimate
 from retrieval.schemas import Article, BudgetReport, ContextArticle, Source
+from retrieval.terms import term_stems
 
 # Below this many tokens a trimmed article says too little to be worth its header.
 MIN_ARTICLE_TOKENS = 40
+# A chunk's sentences and lines, each with the space or line break after it (kept: a table's rows stay rows).
+PIECE = re.compile(r".+?(?:(?<=[.!?…])\s+|\n+|$)", re.DOTALL)
 
 
-def context_fit_budget(articles: list[Article], *, budget_tokens: int, first_number: int = 1
-                       ) -> tuple[list[ContextArticle], BudgetReport]:
+def context_fit_budget(articles: list[Article], *, budget_tokens: int, first_number: int = 1,
+                       query: str = "") -> tuple[list[ContextArticle], BudgetReport]:
     """Number the articles from ``first_number`` and trim them to fit ``budget_tokens`` in total.
 
     Articles that fit whole are kept whole. Otherwise the budget is shared in
     proportion to rank weights ``1/rank`` (the first article gets the largest
-    share), each article is cut to its share at a word boundary, and an article
+    share), each article is cut to its share (:func:`_article_trim`; a chunk cut, to its sentences with the
+    most of ``query``'s words), and an article
     whose share is under ``MIN_ARTICLE_TOKENS`` is dropped (never the first). Shares an article does
     not need (it is shorter) go to the ones below it. The report says what was
     trimmed or dropped.
@@ -41,7 +45,7 @@ def context_fit_budget(articles: list[Article], *, budget_tokens: int, first_num
         if out and limit < size and limit < MIN_ARTICLE_TOKENS:
             dropped.append(article.document_id)
             continue
-        kept = text if limit >= size else _article_trim(article, limit)
+        kept = text if limit >= size else _article_trim(article, limit, terms=term_stems(query))
         out.append(ContextArticle(number=first_number + len(out), document_id=article.document_id,
                                   title=article.title, source=article.source, heading_path=article.best.heading_path,
                                   text=kept, tokens=token_estimate(kept), original_tokens=size, trimmed=limit < size))
@@ -51,19 +55,20 @@ def context_fit_budget(articles: list[Article], *, budget_tokens: int, first_num
     return out, report
 
 
-def _article_trim(article: Article, tokens: int) -> str:
+def _article_trim(article: Article, tokens: int, *, terms: set[str] | frozenset[str] = frozenset()) -> str:
     """The article's hit chunks that fit ``tokens``, chosen best first and shown in document order.
 
     Cutting the text from its start would keep the document's first hits and lose its best one when
     that comes later (a table row or a page further down: the model then reads a neighbouring
-    value). The budget left after the whole chunks that fit goes to the beginning of the best chunk
-    left out. A chunk left out is marked with an ellipsis; the best chunk is cut at a word boundary
-    when it does not fit alone.
+    value). The budget left after the whole chunks that fit goes to the best chunk left out. A chunk
+    left out is marked with an ellipsis; a chunk that does not fit (the best one alone, or the one
+    the budget left goes to) is cut to its sentences around the one with the most of ``terms`` (the
+    query's stems: :func:`_window`), from its beginning when it has none of them.
     """
     by_score = sorted(article.chunks, key=lambda c: c.rerank_score if c.rerank_score is not None else c.fused_score,
                       reverse=True)
     if not by_score or token_estimate(by_score[0].text) + 1 > tokens:
-        return _truncate(by_score[0].text if by_score else article.text, tokens)
+        return _window(by_score[0].text if by_score else article.text, tokens, terms)
     kept: dict[int, str] = {}
     used = 0
     for chunk in by_score:
@@ -73,7 +78,7 @@ def _article_trim(article: Article, tokens: int) -> str:
             used += cost
     rest = [chunk for chunk in by_score if chunk.chunk_id not in kept]
     if rest and tokens - used - 2 >= MIN_ARTICLE_TOKENS // 2:  # the budget left: the beginning of the best chunk left out
-        kept[rest[0].chunk_id] = _truncate(rest[0].text, tokens - used - 2)
+        kept[rest[0].chunk_id] = _window(rest[0].text, tokens - used - 2, terms)
     parts: list[str] = []
     for chunk in article.chunks:
         if chunk.chunk_id in kept:
@@ -81,6 +86,30 @@ def _article_trim(article: Article, tokens: int) -> str:
         elif not parts or parts[-1] != "…":
             parts.append("…")
     return "\n\n".join(parts)
+
+
+def _window(text: str, tokens: int, terms: set[str] | frozenset[str]) -> str:
+    """``text`` cut to ``tokens``: the run of its sentences and lines from the one sharing the most of ``terms``,
+    then the ones after it (a setting's definition states its default last), then the ones before, each
+    omitted end marked with an ellipsis ("autovacuum_naptime ( integer ): Specifies the minimum delay between
+    autovacuum runs … The default is one minute", not the chunk's first lines about another setting). Without
+    ``terms``, or a sentence sharing one, or when that sentence alone does not fit: the beginning
+    (:func:`_truncate`)."""
+    pieces = PIECE.findall(text)
+    scores = [len(term_stems(piece) & terms) for piece in pieces]
+    if not terms or not pieces or max(scores) == 0:
+        return _truncate(text, tokens)
+    best = scores.index(max(scores))
+    costs = [token_estimate(piece) for piece in pieces]
+    room = tokens - 2  # an ellipsis at each end
+    if costs[best] > room:
+        return _truncate(pieces[best], tokens)
+    start, end, used = best, best + 1, costs[best]
+    while end < len(pieces) and used + costs[end] <= room:
+        used, end = used + costs[end], end + 1
+    while start > 0 and used + costs[start - 1] <= room:
+        used, start = used + costs[start - 1], start - 1
+    return ("… " if start else "") + "".join(pieces[start:end]).rstrip() + (" …" if end < len(pieces) else "")
 
 
 def _truncate(text: str, tokens: int) -> str:

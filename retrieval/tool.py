@@ -67,7 +67,8 @@ def search_kb(query: str | list[str], *, turn_id: int | None = None, language: s
     if focus and fresh and relevance(fresh[0].best.vector_score) >= settings.RETRIEVAL_CONFIDENCE_THRESHOLD:
         fresh = fresh[:focus]
     context_articles, budget = context_fit_budget(fresh, budget_tokens=settings.LLM_CONTEXT_BUDGET,
-                                                  first_number=max(already.values(), default=0) + 1)
+                                                  first_number=max(already.values(), default=0) + 1,
+                                                  query=" ".join(queries))
     confidence = compute_retrieval_confidence(articles)
     numbers = {a.document_id: a.number for a in context_articles} | already
     trace = QueryTrace.objects.create(

@@ -238,3 +238,33 @@ def test_the_budget_left_after_whole_chunks_goes_to_the_beginning_of_the_next_be
     assert row in fitted.text and other in fitted.text
     assert fitted.text.startswith("intro0 intro1") and "intro119" not in fitted.text  # its beginning, cut
     assert report.used_tokens <= budget
+
+
+NAPTIME = ("autovacuum_max_workers ( integer ): Specifies the maximum number of autovacuum processes that may be "
+           "running at any one time. The default is three. This parameter can only be set at server start.\n\n"
+           "autovacuum_naptime ( integer ): Specifies the minimum delay between autovacuum runs on any given database. "
+           "In each round the daemon examines the database. If this value is specified without units, it is taken as "
+           "seconds. The default is one minute ( 1min ). This parameter can only be set in the postgresql.conf file.")
+
+
+def test_a_chunk_cut_to_the_budget_keeps_the_sentences_around_the_query_s_words_not_its_beginning():
+    chunks = [_chunk(1, ROW, 0.9), _chunk(2, NAPTIME, 0.5)]
+    article = Article(document_id=7, source="/kb/7.md", title="Automatic Vacuuming", best=chunks[0], chunks=chunks)
+    budget = token_estimate(ROW) + 60  # the best chunk whole, a third of the next one
+    query = "how often does the autovacuum daemon look at each database? default interval between runs"
+    [fitted], report = context_fit_budget([article], budget_tokens=budget, query=query)
+    assert ROW in fitted.text and "The default is one minute ( 1min )." in fitted.text
+    assert "autovacuum_max_workers" not in fitted.text and "… autovacuum_naptime ( integer )" in fitted.text
+    assert report.used_tokens <= budget
+    # Without the query's words, its beginning, as before.
+    [plain], _ = context_fit_budget([article], budget_tokens=budget)
+    assert "autovacuum_max_workers" in plain.text and "1min" not in plain.text
+
+
+def test_a_best_chunk_too_long_for_the_share_is_cut_around_the_query_s_line_keeping_rows_apart():
+    table = "\n".join(f"Item: thing{i} | Upper Limit: {i}00" for i in range(40)) + "\nItem: columns per index | Upper Limit: 32"
+    chunks = [_chunk(1, table, 0.9)]
+    article = Article(document_id=7, source="/kb/7.md", title="Limits", best=chunks[0], chunks=chunks)
+    [fitted], _ = context_fit_budget([article], budget_tokens=40, query="max columns per index")
+    assert fitted.text.endswith("Item: thing39 | Upper Limit: 3900\nItem: columns per index | Upper Limit: 32")
+    assert fitted.text.startswith("… Item: thing") and fitted.tokens <= 40
