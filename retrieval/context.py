@@ -77,7 +77,7 @@ def _article_trim(article: Article, tokens: int, *, terms: set[str] | frozenset[
             kept[chunk.chunk_id] = chunk.text
             used += cost
     rest = [chunk for chunk in by_score if chunk.chunk_id not in kept]
-    if rest and tokens - used - 2 >= MIN_ARTICLE_TOKENS // 2:  # the budget left: the beginning of the best chunk left out
+    if rest and tokens - used - 2 >= MIN_ARTICLE_TOKENS // 2:  # the budget left: the best chunk left out, cut
         kept[rest[0].chunk_id] = _window(rest[0].text, tokens - used - 2, terms)
     parts: list[str] = []
     for chunk in article.chunks:
