@@ -41,11 +41,12 @@ def context_fit_budget(articles: list[Article], *, budget_tokens: int, first_num
             remaining_weight -= weights[index]
     out: list[ContextArticle] = []
     dropped: list[int] = []
+    terms = term_stems(query)
     for article, text, size, limit in zip(articles, texts, sizes, allowed, strict=True):
         if out and limit < size and limit < MIN_ARTICLE_TOKENS:
             dropped.append(article.document_id)
             continue
-        kept = text if limit >= size else _article_trim(article, limit, terms=term_stems(query))
+        kept = text if limit >= size else _article_trim(article, limit, terms=terms)
         out.append(ContextArticle(number=first_number + len(out), document_id=article.document_id,
                                   title=article.title, source=article.source, heading_path=article.best.heading_path,
                                   text=kept, tokens=token_estimate(kept), original_tokens=size, trimmed=limit < size))

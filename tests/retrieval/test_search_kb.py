@@ -177,6 +177,18 @@ def test_budget_is_the_llm_context_budget_setting(stub_embedder, write_files, se
     assert QueryTrace.objects.get(pk=result.trace_id).budget["trimmed"] is True
 
 
+def test_search_kb_cuts_a_chunk_around_the_query_s_words(stub_embedder, write_files, settings):
+    filler = " ".join(f"Filler sentence {word} says little." for word in
+                      ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet"))
+    kb_ingest_paths(paths=[str(write_files({"token.md": f"# Widget\n\n{filler} The conversation token lasts thirty "
+                                                        "days in the browser."}))])
+    settings.LLM_CONTEXT_BUDGET = 20
+    result = search_kb("how long does the conversation token last", k=1)
+    assert result.articles[0].trimmed
+    assert "The conversation token lasts thirty days in the browser." in result.articles[0].text
+    assert "alpha" not in result.articles[0].text  # not the chunk's beginning
+
+
 def test_citations_map_to_cited_sources_only():
     sources = [Source(number=n, document_id=n, title=f"Doc {n}", source=f"/kb/{n}.md") for n in (1, 2, 3)]
     text = "Refunds take ten days [2]. Delivery is quick [3][2]; see also [1, 3] and [9]."

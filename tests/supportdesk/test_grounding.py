@@ -12,9 +12,10 @@ KEYS = "Send POST /api/v1/ask with the header `X-API-Key` and a JSON body. Use `
 RU = "Если соединение обрывается, виджет переподключается и запрашивает события после последнего увиденного."
 
 
-def _ground(text: str, language: str = "en", **articles: str):
+def _ground(text: str, language: str = "en", *, question: str = "", named: tuple[str, ...] = (), **articles: str):
     numbered = {int(k[1:]): v for k, v in articles.items()}
-    return answer_ground(text=text, articles=numbered, language=language, terms_min=0.5)
+    return answer_ground(text=text, articles=numbered, language=language, terms_min=0.5, question=question,
+                         named=named)
 
 
 def test_values_are_numbers_with_units_code_and_identifiers():
@@ -124,8 +125,8 @@ def test_a_value_from_the_row_next_to_the_one_the_sentence_names_is_not_supporte
     compound = _ground("Each out-of-line value of a table is identified by a 32-bit OID [1].", a1=oid).sentences[0]
     assert compound.status == "supported" and compound.values == ["32-bit"]
     wal = "max_wal_size (integer): Maximum size to let the WAL grow during automatic checkpoints. The default is 1 GB."
-    ordinal = answer_ground(text="max_wal_size по умолчанию в 15-й версии равно 1 GB [1].", articles={1: wal},
-                            language="ru", terms_min=0.5, question="Какое значение max_wal_size по умолчанию в 15-й версии?")
+    ordinal = _ground("max_wal_size по умолчанию в 15-й версии равно 1 GB [1].", "ru",
+                      question="Какое значение max_wal_size по умолчанию в 15-й версии?", a1=wal)
     assert ordinal.sentences[0].status == "unverified"  # "15-й" is an ordinal the customer gave, not a compound
     # Naming both rows' items whole, the sentence may take either row's value.
     both = _ground("Columns per index are capped at 32, far below the columns per table [1].", a1=limits)
@@ -141,11 +142,10 @@ def test_a_figure_on_another_setting_s_definition_is_not_the_asked_setting_s():
                 "instead. The setting has no effect on the behavior of VACUUM when run in other contexts.")
     # "-1" is not the "1" of maintenance_work_mem's own "1GB".
     answer = "It defaults to -1, indicating that the value of maintenance_work_mem should be used instead [1]."
-    asked = answer_ground(text=answer, articles={1: resource}, language="en", terms_min=0.5,
-                          question="default maintenance_work_mem in pg 15?", named=["maintenance_work_mem"])
+    asked = _ground(answer, question="default maintenance_work_mem in pg 15?", named=("maintenance_work_mem",),
+                    a1=resource)
     assert asked.sentences[0].status == "unsupported" and asked.text == ""
-    own = answer_ground(text=answer, articles={1: resource}, language="en", terms_min=0.5,
-                        question="default autovacuum_work_mem in pg 15?", named=["autovacuum_work_mem"])
+    own = _ground(answer, question="default autovacuum_work_mem in pg 15?", named=("autovacuum_work_mem",), a1=resource)
     assert own.sentences[0].status == "supported"
 
 
@@ -765,12 +765,11 @@ def test_a_value_pointing_back_to_the_question_restated_answers_it():
     question = "Можно ли сделать, чтобы панель чата открывалась сразу при загрузке страницы, без клика по кнопке?"
     answer = ("Да, можно сделать, чтобы панель чата открывалась сразу при загрузке страницы, без клика по кнопке. "
               "Это можно сделать с помощью атрибута `data-open=\"true\"` в теге `<script>` [1].")
-    grounded = answer_ground(text=answer, articles={1: widget}, language="ru", terms_min=0.5, question=question)
+    grounded = _ground(answer, "ru", question=question, a1=widget)
     assert [s.status for s in grounded.sentences] == ["unsupported", "supported"]
     assert not grounding_fails(grounded, question=question, language="ru")
     # Pointing back without a value ("Это делается в админке") states nothing an article was seen to hold about it.
-    vague = answer_ground(text="Да, можно сделать, чтобы панель чата открывалась сразу при загрузке страницы. "
-                               "Это создают в админке [1].", articles={1: widget}, language="ru", terms_min=0.5,
-                          question=question)
+    vague = _ground("Да, можно сделать, чтобы панель чата открывалась сразу при загрузке страницы. Это создают в "
+                    "админке [1].", "ru", question=question, a1=widget)
     assert [s.status for s in vague.sentences] == ["unsupported", "supported"]
     assert grounding_fails(vague, question=question, language="ru")

@@ -139,9 +139,9 @@ def grounding_fails(grounding: Grounding, *, question: str, language: str) -> bo
         return True  # the articles' lines copied in their language, no sentence in the customer's
     if all(s.status == "unverified" and not s.values for s in stating):
         return True  # only sentences across languages that state no value: nothing an article was seen to hold
-    previous = [set(), *(term_stems(s.text) for s in grounding.sentences)]
-    supported = [term_stems(s.text) | (before if s.values and ANAPHOR.match(s.text) and before <= asked else set())
-                 for s, before in zip(grounding.sentences, previous, strict=False)
+    befores = ["", *(s.text for s in grounding.sentences)]  # each sentence's previous one, shown or not
+    supported = [term_stems(s.text) | _restated(s, before=before, asked=asked)
+                 for s, before in zip(grounding.sentences, befores, strict=False)
                  if s.status == "supported" and language_detect(s.text, default=language) == language]
     if len(asked) >= TOPIC_MIN_TERMS and bool(supported) and not any(asked & stems for stems in supported):
         return True
@@ -155,10 +155,18 @@ def grounding_fails(grounding: Grounding, *, question: str, language: str) -> bo
             return False
         figures = [s for s in grounding.sentences if states_amount(s.text, question=question)]
         return bool(figures) and not any(id(s) in shown for s in figures)
-    befores = ["", *(s.text for s in grounding.sentences)]
     return not any(id(s) in shown and figure_answers(s.text, before=before, question=question, asked=asked,
                                                      language=language)
                    for s, before in zip(grounding.sentences, befores, strict=False))
+
+
+def _restated(sentence: SentenceGrounding, *, before: str, asked: set[str]) -> set[str]:
+    """The question's words the sentence answers through the one ``before`` it (:data:`ANAPHOR`): that one's words
+    when it is made of the question's only and this one states a value pointing back to it; else none."""
+    if not sentence.values or not ANAPHOR.match(sentence.text):
+        return set()
+    stems = term_stems(before)
+    return stems if stems <= asked else set()
 
 
 def figure_answers(sentence: str, *, before: str, question: str, asked: set[str], language: str) -> bool:
