@@ -405,6 +405,9 @@ ANSWER_COVERAGE_DENSE_MIN = env.float("ANSWER_COVERAGE_DENSE_MIN", default=0.0)
 ANSWER_COVERAGE_TERMS_MIN = env.float("ANSWER_COVERAGE_TERMS_MIN", default=0.8)
 ANSWER_COVERAGE_DENSE_HIGH = env.float("ANSWER_COVERAGE_DENSE_HIGH", default=0.7)
 ANSWER_COVERAGE_DENSE_CROSS = env.float("ANSWER_COVERAGE_DENSE_CROSS", default=0.4)
+# The same check before the plan, on the message's own search (supportdesk/pipeline/answer/coverage_first.py): a
+# specific question it plainly does not cover ends no_answer without the planning call (~7 s on the local model).
+ANSWER_COVERAGE_BEFORE_PLAN = env.bool("ANSWER_COVERAGE_BEFORE_PLAN", default=True)
 # Grounding after the answer (supportdesk/pipeline/answer/grounding.py): a sentence without values is
 # supported by an article holding TERMS_MIN of its content words; an answer with less than MIN_SHARE of
 # its checked sentences supported is replaced (by the article line holding QUOTE_MIN of the question's

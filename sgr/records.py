@@ -68,6 +68,13 @@ def plan_record_outputs_save(*, record: PlanRecord, decision: RoutingDecision, o
     return record
 
 
+def plan_record_outputs_add(*, record: PlanRecord, outputs: RenderedOutputs) -> PlanRecord:
+    """Add the three outputs to a record decided before planning (no plan, its routing stored already)."""
+    _outputs_set(record, outputs)
+    record.save(update_fields=[*_OUTPUT_FIELDS, "updated_at"])
+    return record
+
+
 _ROUTING_FIELDS = ("model_action", "final_action", "action_overridden", "routing_rule")
 _OUTPUT_FIELDS = ("context_synthetic", "ui_response", "template", "template_version", "metadata")
 
@@ -78,13 +85,16 @@ def plan_record_save(
     conversation_id: int,
     language: str,
     verdict: Verdict,
-    outputs: RenderedOutputs,
+    outputs: RenderedOutputs | None,
     injection_mode: str = "synthetic",
+    final_action: str = "guardian_block",
+    rule: str = "guardian_enforce",
+    kb_relevance: float | None = None,
 ) -> PlanRecord:
-    """The record of a turn the guardian blocked before planning (DT-001): no plan, ``guardian_block``.
-
-    For the guard stage: call it with the outputs of :func:`sgr.render.guardian_block_render`.
-    Idempotent per turn.
+    """The record of a turn decided before planning: no plan. The guardian blocked it (DT-001,
+    ``guardian_block``; the guard stage calls it with the outputs of :func:`sgr.render.guardian_block_render`),
+    or the knowledge base plainly does not cover it (``no_answer``, rule ``kb_not_covered_before_plan``; its
+    outputs are rendered with the reply, by the answer stage). Idempotent per turn.
     """
     with transaction.atomic(savepoint=False):
         record, _ = PlanRecord.objects.get_or_create(
@@ -95,11 +105,13 @@ def plan_record_save(
                 "injection_mode": injection_mode,
                 "plan_status": PlanRecord.PlanStatus.ABSENT,
                 "guardian": verdict.model_dump(),
+                "kb_relevance": kb_relevance,
             },
         )
-        record.final_action = "guardian_block"
-        record.routing_rule = "guardian_enforce"
-        _outputs_set(record, outputs)
+        record.final_action = final_action
+        record.routing_rule = rule
+        if outputs is not None:
+            _outputs_set(record, outputs)
         record.save()
     return record
 

@@ -46,7 +46,7 @@ def route(*, plan: Plan, verdict: Verdict, kb_relevance: float | None, message: 
             and not _question_excused(message):
         final, rule = "block", "spam_score"
     elif plan.intent_confidence < settings.SGR_CLARIFY_THRESHOLD and not _kb_vouches(kb_relevance) \
-            and not _specific_question(message):
+            and not specific_question(message):
         final, rule = "clarify", "low_confidence"
     else:
         excused = (plan.spam_score >= settings.SGR_BLOCK_THRESHOLD
@@ -80,7 +80,7 @@ def _question_excused(message: str) -> bool:
 SPECIFIC_MIN_TERMS = 3  # "How do I fix this?", "Не работает" have fewer: unclear, asked to clarify
 
 
-def _specific_question(message: str) -> bool:
+def specific_question(message: str) -> bool:
     """A question naming what it is about (``SPECIFIC_MIN_TERMS`` content words or more): with the coverage
     check on, the model's doubt alone does not ask it to clarify; its searches decide."""
     return _question_excused(message) and len(term_stems(message)) >= SPECIFIC_MIN_TERMS

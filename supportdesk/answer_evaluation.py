@@ -107,6 +107,7 @@ class LanguageReport(BaseModel):
     # Decided before the answer (no answer-model call: no token streamed) against retracted after it by grounding:
     # issue 28's ≤ 3 s target is the first kind's.
     no_answer_before: int = 0
+    no_answer_before_plan: int = 0  # of those, decided before the plan (no plan line: coverage_first)
     no_answer_retracted: int = 0
     no_answer_before_done_p50: float | None = None
 
@@ -254,6 +255,7 @@ def language_report(language: str, results: list[CaseResult]) -> LanguageReport:
         "intent_echo": _share([r.intent_echo for r in results if r.intent]),
         "no_answer_done_p50": _percentile(no_answer_done, 50),
         "no_answer_before": len(before),
+        "no_answer_before_plan": sum(r.plan_s is None for r in before),
         "no_answer_retracted": len(no_answer) - len(before),
         "no_answer_before_done_p50": _percentile([r.done_s for r in before if r.done_s is not None], 50),
     }
@@ -306,7 +308,8 @@ def reports_format(reports: list[LanguageReport]) -> str:
                      f"| {r.failed} |")
     lines += ["", "| language | uncovered | false answers | over-refusal | answered without the facts "
               "| a wrong number stated | citation precision | supported share | intent echoes an example "
-              "| no_answer done p50 s | no_answer before the answer / retracted after it, before's done p50 s |",
+              "| no_answer done p50 s | no_answer before the answer (of them before the plan) / retracted after it, "
+              "before's done p50 s |",
               "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in reports:
         share = "—" if r.supported_share_mean is None else f"{r.supported_share_mean:.2f}"
@@ -314,5 +317,6 @@ def reports_format(reports: list[LanguageReport]) -> str:
                      f"| {pct(r.answered_without_facts)} | {pct(r.answered_with_wrong_number)} "
                      f"| {pct(r.citation_precision)} | {share} "
                      f"| {pct(r.intent_echo)} | {sec(r.no_answer_done_p50)} "
-                     f"| {r.no_answer_before} / {r.no_answer_retracted}, {sec(r.no_answer_before_done_p50)} |")
+                     f"| {r.no_answer_before} ({r.no_answer_before_plan} before the plan) / {r.no_answer_retracted}, "
+                     f"{sec(r.no_answer_before_done_p50)} |")
     return "\n".join(lines)

@@ -14,11 +14,12 @@ from django.db import transaction
 from pydantic import ValidationError
 
 from guard.verdict import Level, Verdict
+from retrieval.coverage import Coverage
 from retrieval.signals import kb_relevance
 from sgr.models import PlanRecord
 from sgr.planner import PlanningContext, plan_request
 from sgr.intent import intent_grounded
-from sgr.records import plan_record_outputs_save, plan_record_planner_save
+from sgr.records import plan_record_outputs_save, plan_record_planner_save, plan_record_save
 from sgr.render import outputs_render
 from sgr.routing import route
 from sgr.schema import Plan
@@ -28,11 +29,13 @@ from supportdesk.handoff import WITH_PERSON, conversation_handoff_request, hando
 from supportdesk.llm import llm_client
 from supportdesk.models import Turn
 from supportdesk.selectors import context_history, turn_plan_record, turns_before
+from supportdesk.pipeline.answer.coverage_first import coverage_before_plan
 from supportdesk.pipeline.turnlog import stage_finish, stage_logged, stage_status_set
 from supportdesk.services import message_language, turn_lock_owner
 
 logger = logging.getLogger(__name__)
 
+BEFORE_PLAN_RULE = "kb_not_covered_before_plan"  # DT-002: a specific question the knowledge base plainly lacks
 TERMINAL_BY_ACTION = {
     "block": Turn.Status.BLOCKED,
     "guardian_block": Turn.Status.BLOCKED,
@@ -71,20 +74,30 @@ def clarification_asked(record: PlanRecord, language: str) -> str:
     )
 
 
-def planner_output_ensure(*, turn: Turn, verdict: Verdict) -> PlanRecord:
-    """The turn's stored planner output; plans (one call, plus at most one repair) only if there is none."""
+def planner_output_ensure(*, turn: Turn, verdict: Verdict) -> tuple[PlanRecord, Coverage | None]:
+    """The turn's stored planner output; plans (one call, plus at most one repair) only if there is none, and
+    only if the knowledge base does not plainly lack what a specific question asks: then the record has no
+    plan and ends ``no_answer`` (``coverage_first``), with the coverage check that decided it."""
     record = turn_plan_record(turn)  # loaded with the turn (turn_get_for_stage)
-    if record is not None and record.plan is not None:
-        return record
+    if record is not None and (record.plan is not None or record.final_action == "no_answer"):
+        return record, None
     language = turn.language
     text = turn.user_message.text
     earlier = turns_before(turn=turn)
     previous = turn_plan_record(earlier[-1]) if earlier else None
     parent = previous if previous is not None and previous.final_action == "clarify" else None
+    relevance = kb_relevance_measure(text=text, language=language)
+    if parent is None and verdict.level != "Unsafe":  # a reply to a clarifying question leans on the one before
+        uncovered = coverage_before_plan(turn_id=turn.pk, message=text, language=language, dense=relevance)
+        if uncovered is not None:
+            return plan_record_save(
+                turn_id=turn.pk, conversation_id=turn.conversation_id, language=language, verdict=verdict, outputs=None,
+                injection_mode=turn.conversation.injection_mode, final_action="no_answer", rule=BEFORE_PLAN_RULE,
+                kb_relevance=relevance), uncovered
     context = PlanningContext(
         verdict=verdict,
         language=language,
-        kb_relevance=kb_relevance_measure(text=text, language=language),
+        kb_relevance=relevance,
         previous_clarification=clarification_asked(parent, language) if parent else "",
     )
     messages = [*context_history(turn=turn, earlier=earlier), {"role": "user", "content": text}]
@@ -97,7 +110,7 @@ def planner_output_ensure(*, turn: Turn, verdict: Verdict) -> PlanRecord:
         context=context,
         outcome=outcome,
         clarify_parent_id=parent.pk if parent else None,
-    )
+    ), None
 
 
 def reply_language(*, turn: Turn, plan: Plan) -> str:
@@ -123,7 +136,11 @@ def plan_stage_run(*, turn: Turn) -> None:
         return
     verdict = verdict_read(turn.guard_result)
     with stage_logged(turn.pk, "sgr") as log:
-        record = planner_output_ensure(turn=turn, verdict=verdict)
+        record, uncovered = planner_output_ensure(turn=turn, verdict=verdict)
+        if record.plan is None:  # DT-002: no_answer before the plan; the answer stage sends the reply
+            log.outcome = "no_answer"
+            unplanned_no_answer(turn=turn, record=record, coverage=uncovered)
+            return
         plan = Plan.model_validate(record.plan)
         language = turn.language = reply_language(turn=turn, plan=plan)
         decision = route(plan=plan, verdict=verdict, kb_relevance=record.kb_relevance, message=turn.user_message.text)
@@ -167,3 +184,18 @@ def plan_stage_run(*, turn: Turn) -> None:
             else:
                 stage_status_set(turn=turn, status=Turn.Status.ANSWERING, also=("plan_result", "ui_response", "language"),
                                  before=shown)
+
+
+def unplanned_no_answer(*, turn: Turn, record: PlanRecord, coverage: Coverage | None) -> None:
+    """A turn ending ``no_answer`` before its plan: on to the answer stage, which sends the ``no_answer`` reply
+    without a model call; no ``plan`` event (there is no understood request to show)."""
+    with transaction.atomic():
+        owner = turn_lock_owner(turn=turn, status=Turn.Status.PLANNING)
+        if owner is None:
+            return  # another copy of this stage (turn recovery) moved it on first
+        if owner in WITH_PERSON:
+            stage_finish(turn=turn, status=Turn.Status.HUMAN, locked=True)
+            return
+        turn.plan_result = {"plan_record_id": record.pk, "plan_status": record.plan_status, "final_action": "no_answer",
+                            "coverage": coverage.model_dump() if coverage is not None else None}
+        stage_status_set(turn=turn, status=Turn.Status.ANSWERING, also=("plan_result",))

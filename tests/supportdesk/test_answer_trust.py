@@ -39,6 +39,7 @@ def trust(llm: ScriptedLLM, settings: Any, tmp_path: Any) -> ScriptedLLM:
     settings.ANSWER_COVERAGE_DENSE_MIN = 0.0
     settings.ANSWER_COVERAGE_DENSE_CROSS = 1.01  # a best article in another language: never covered here
     settings.ANSWER_COVERAGE_TERMS_MIN = 0.6
+    settings.ANSWER_COVERAGE_BEFORE_PLAN = False  # the check after the plan's searches; before it: the tests below
     kb_on_stub_embeddings(llm=llm, settings=settings, folder=tmp_path / "kb", docs=DOCS)
     return llm
 
@@ -100,6 +101,77 @@ def test_an_uncovered_question_ends_no_answer_without_an_answer_model_call(trust
     assert "refund" in turn.answer_result["coverage"]["missing"]
     assert "coverage" not in answer and "grounding" not in answer  # staff only
     assert [e.type for e in TurnEvent.objects.filter(turn=turn).order_by("seq")][-2:] == ["answer", "done"]
+
+
+UNCOVERED = "Can I get a refund for my plane ticket booked through your site?"
+
+
+@pytest.fixture
+def before_plan(trust: ScriptedLLM, settings: Any) -> ScriptedLLM:
+    settings.ANSWER_COVERAGE_BEFORE_PLAN = True
+    settings.ANSWER_COVERAGE_DENSE_HIGH = 1.01  # the scripted vectors carry no meaning: the words decide
+    return trust
+
+
+def _planned(llm: ScriptedLLM, text: str, *, language: str = "en", conversation: Any = None) -> PlanRecord:
+    llm.plan_args = plan_args(subqueries=[text[:100]])
+    llm.requests.clear()
+    turn = turn_make(text=text, language=language, conversation=conversation)
+    plan_stage_run(turn=turn)
+    return PlanRecord.objects.get(turn=turn)
+
+
+def test_a_specific_question_the_knowledge_base_plainly_lacks_ends_no_answer_before_the_plan(before_plan):
+    turn = turn_make(text=UNCOVERED)
+    plan_stage_run(turn=turn)
+    assert before_plan.chat_requests() == []  # no planning call
+    record = PlanRecord.objects.get(turn=turn)
+    assert (record.plan, record.plan_status, record.final_action, record.routing_rule) == (
+        None, "absent", "no_answer", "kb_not_covered_before_plan")
+    assert record.kb_relevance is not None and record.model_action == ""
+    assert not TurnEvent.objects.filter(turn=turn, type="plan").exists()  # no understood request to show
+    assert Turn.objects.get(pk=turn.pk).status == Turn.Status.ANSWERING
+    assert turn.retrieval_traces.count() == 1  # the message's own search, one of the turn's traces
+
+    answer_stage_run(turn=Turn.objects.select_related("conversation", "user_message").get(pk=turn.pk))
+    assert before_plan.chat_requests() == []  # nor an answer call
+    turn.refresh_from_db()
+    assert turn.status == Turn.Status.DONE
+    answer = _event(turn, "answer")
+    assert answer["text"].startswith("Our help center has nothing on this yet") and answer["no_answer"] is True
+    assert f"\u201c{UNCOVERED}\u201d" in answer["text"]  # what was searched for: the message
+    assert answer["offer_handoff"] == "no_answer" and answer["sources"] == []
+    assert turn.answer_result["coverage"]["covered"] is False and "refund" in turn.answer_result["coverage"]["missing"]
+    record.refresh_from_db()
+    assert record.context_synthetic.startswith("## Analysis") and record.model_action == ""
+    assert [e.type for e in TurnEvent.objects.filter(turn=turn).order_by("seq")][-2:] == ["answer", "done"]
+
+
+def test_what_the_plan_could_change_is_planned_first(before_plan, settings):
+    # Not a question (the plan may call it spam), a person asked for (the plan's handoff), a question in another
+    # language than the articles (the plan's sub-queries may translate it), a covered one: all planned.
+    for text, language in [("I want a refund for my plane ticket booked through your site", "en"),
+                           ("Can a person help me get a refund for my plane ticket?", "en"),
+                           ("Можно ли вернуть деньги за авиабилет, купленный на вашем сайте?", "ru"),
+                           ("How long is the password reset link valid?", "en")]:
+        record = _planned(before_plan, text, language=language)
+        assert record.plan is not None and len(before_plan.chat_requests()) == 1, text
+    # A technical name no article holds is compared whole, in any language: decided before the plan.
+    named = _planned(before_plan, "Какой по умолчанию лимит agents_per_workspace в тарифе?", language="ru")
+    assert (named.plan, named.routing_rule) == (None, "kb_not_covered_before_plan")
+    # A reply to a clarifying question leans on the one before it.
+    before_plan.plan_args = plan_args(intent_confidence=0.1, subqueries=["refund"])
+    asked = turn_make(text="It does not work")
+    plan_stage_run(turn=asked)
+    assert PlanRecord.objects.get(turn=asked).final_action == "clarify"
+    assert _planned(before_plan, UNCOVERED, conversation=asked.conversation).plan is not None
+    # The same question once more, alone: decided before the plan; not when the check is off, nor when its
+    # relevance alone covers it (the dense cut).
+    assert _planned(before_plan, UNCOVERED).plan is None
+    settings.ANSWER_COVERAGE_DENSE_HIGH = 0.0
+    assert _planned(before_plan, UNCOVERED).plan is not None
+    settings.ANSWER_COVERAGE_DENSE_HIGH, settings.ANSWER_COVERAGE_BEFORE_PLAN = 1.01, False
+    assert _planned(before_plan, UNCOVERED).plan is not None
 
 
 def test_no_answer_turns_in_a_row_ask_for_a_person_and_an_answered_one_breaks_the_streak(trust, settings):

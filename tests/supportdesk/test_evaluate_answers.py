@@ -131,19 +131,21 @@ def test_trust_figures_count_false_answers_over_refusal_and_citation_precision()
         result("normal", "normal", ["widget", "keys"], False, refused=False, precise_citations=1, wrong_number=True),
         result("normal", "no_answer", [], False, refused=True, first_token_s=4.0, done_s=9.0),  # retracted
         result("no_answer", "normal", ["keys"], false_answer=True),  # a confident, cited invention
-        result("no_answer", "no_answer", [], false_answer=False),  # decided before the answer
+        result("no_answer", "no_answer", [], false_answer=False, plan_s=7.0, done_s=8.0),  # decided before the answer
+        result("no_answer", "no_answer", [], false_answer=False),  # ... and before the plan (no plan line)
         result("no_answer", "normal", [], false_answer=False),  # answered, but citing nothing
     ]
     report = language_report("en", results)
-    assert (report.uncovered, report.false_answers, report.over_refusal) == (3, 0.333, 0.333)
+    assert (report.uncovered, report.false_answers, report.over_refusal) == (4, 0.25, 0.333)
     assert report.answered_without_facts == 0.5  # of the two covered questions answered, one lacks a fact
     assert report.answered_with_wrong_number == 0.5  # ... and states another number
     assert report.citation_precision == 0.667  # two of the three cited articles are the expected ones
-    assert report.no_answer_done_p50 == 1.0  # both kinds, 1 s and 9 s (the lower middle value)
+    assert report.no_answer_done_p50 == 8.0  # every kind: 1 s, 8 s and 9 s
     # the ≤ 3 s target is for the turns decided before the answer, apart from those grounding retracted
-    assert (report.no_answer_before, report.no_answer_retracted, report.no_answer_before_done_p50) == (1, 1, 1.0)
-    assert "| en | 3 | 33 % | 33 % | 50 % | 50 % | 67 % |" in reports_format([report])
-    assert "| 1.0 | 1 / 1, 1.0 |" in reports_format([report])
+    assert (report.no_answer_before, report.no_answer_before_plan, report.no_answer_retracted,
+            report.no_answer_before_done_p50) == (2, 1, 1, 1.0)  # 1 s and 8 s (the lower middle value)
+    assert "| en | 4 | 25 % | 33 % | 50 % | 50 % | 67 % |" in reports_format([report])
+    assert "| 8.0 | 2 (1 before the plan) / 1, 1.0 |" in reports_format([report])
 
 
 @pytest.mark.django_db
@@ -156,6 +158,7 @@ def test_an_uncovered_question_that_ends_no_answer_scores_right(llm, settings, t
     from tests.sgr.factories import plan_args, turn_make
 
     settings.ANSWER_COVERAGE = True
+    settings.ANSWER_COVERAGE_BEFORE_PLAN = False  # planned: its intent line is scored
     folder = tmp_path / "kb"
     folder.mkdir()
     for name, text in DOCS.items():

@@ -18,7 +18,7 @@ from supportdesk.pipeline.answer.batching import TokenBatcher
 from supportdesk.pipeline.answer.final import FinalAnswer, final_answer_build
 from supportdesk.pipeline.answer.kb import AttemptSearch, KbResult
 from supportdesk.markup import answer_html
-from supportdesk.pipeline.answer.prefetch import plan_prefetch, prefetch_messages
+from supportdesk.pipeline.answer.prefetch import message_query, plan_prefetch, prefetch_messages
 from supportdesk.pipeline.answer.trust import (
     answer_coverage, answer_grounding, answer_judged, no_answer_reply, query_topics, quote_answer, quote_best, quote_judged)
 from supportdesk.events import turn_event_emit
@@ -100,6 +100,11 @@ def answer_stage_run(*, turn: Turn) -> None:
             return
         answer_restart_clear(turn=turn)
         record = turn_plan_record(turn)  # loaded with the turn (turn_get_for_stage)
+        if record is not None and record.final_action == "no_answer":  # decided before the plan (coverage_first)
+            log.outcome = "no_answer"
+            no_answer_save(turn=turn, record=record, coverage=(turn.plan_result or {}).get("coverage"),
+                           queries=[message_query(turn.user_message.text)])
+            return
         search = AttemptSearch()
         prefetched = plan_prefetch(turn_id=turn.pk, language=language, record=record, message=turn.user_message.text,
                                    search=search)
@@ -107,12 +112,7 @@ def answer_stage_run(*, turn: Turn) -> None:
         queries = prefetched.queries if prefetched is not None else []  # what the no_answer reply says was searched
         if coverage is not None and not coverage.covered:  # DT-002: no_answer, and no answer-model call
             log.outcome = "no_answer"
-            final = no_answer_reply(turn=turn, record=record, covered=False, grounded=True, queries=queries)
-            final.coverage = coverage.model_dump()
-            answer_save(turn=turn, final=final, diagnostics={"coverage": coverage.model_dump()})
-            plan_record_answer_save(record=record, prompt_tokens=None, searched_queries=queries,
-                                    answer_text=final.text)
-            handoff_if_failing(turn=turn)
+            no_answer_save(turn=turn, record=record, coverage=coverage.model_dump(), queries=queries)
             return
         tokens = TokenBatcher(lambda text: token_emit(turn=turn, text=text), settings.ANSWER_TOKEN_BATCH_MS,
                               per_second=settings.ANSWER_TOKEN_EVENTS_PER_SECOND,
@@ -161,6 +161,15 @@ def answer_stage_run(*, turn: Turn) -> None:
         )
         if final.no_answer:
             handoff_if_failing(turn=turn)
+
+
+def no_answer_save(*, turn: Turn, record: PlanRecord | None, coverage: dict[str, Any] | None, queries: list[str]) -> None:
+    """End a turn the knowledge base does not cover with the ``no_answer`` reply: no answer-model call."""
+    final = no_answer_reply(turn=turn, record=record, covered=False, grounded=True, queries=queries)
+    final.coverage = coverage
+    answer_save(turn=turn, final=final, diagnostics={"coverage": coverage})
+    plan_record_answer_save(record=record, prompt_tokens=None, searched_queries=queries, answer_text=final.text)
+    handoff_if_failing(turn=turn)
 
 
 def answer_replace(*, turn: Turn, record: PlanRecord | None, searches: list[KbResult], queries: list[str]

@@ -22,7 +22,7 @@ from retrieval.synonyms import synonym_stem_groups
 from retrieval.terms import name_held, names_of, term_stems
 from sgr.intent import intent_echoes_example, query_placeholder
 from sgr.models import PlanRecord
-from sgr.records import plan_record_outputs_save
+from sgr.records import plan_record_outputs_add, plan_record_outputs_save
 from sgr.render import outputs_render
 from sgr.routing import RoutingDecision, coverage_route
 from sgr.schema import VERDICT_LABEL, Plan
@@ -281,13 +281,16 @@ def quote_answer(*, line: str, source: KbSource, language: str) -> str:
 def no_answer_reply(*, turn: Turn, record: PlanRecord | None, covered: bool, grounded: bool,
                     queries: list[str]) -> FinalAnswer:
     """Re-route the turn to ``no_answer`` on its plan record (rule ``kb_not_covered`` or
-    ``answer_not_grounded``) and render the reply from the ``no_answer`` template."""
+    ``answer_not_grounded``; a record decided before the plan keeps its own) and render the reply from the
+    ``no_answer`` template."""
     plan = Plan.model_validate(record.plan) if record is not None and record.plan else None
     searched = [topic for _, topic in query_topics(queries, message=turn.user_message.text)]  # the customer reads it
     outputs = outputs_render(plan=plan, action="no_answer", verdict=verdict_read(turn.guard_result),
                              language=turn.language, kb_relevance=record.kb_relevance if record else None,
                              searched=searched)
-    if record is not None and record.final_action:
+    if record is not None and record.final_action and record.plan is None:
+        plan_record_outputs_add(record=record, outputs=outputs)  # decided before the plan: the model chose nothing
+    elif record is not None and record.final_action:
         decision = RoutingDecision(model_action=record.model_action or "normal", final_action=record.final_action,
                                    rule=record.routing_rule, overridden=record.action_overridden)
         plan_record_outputs_save(record=record, outputs=outputs,
