@@ -121,7 +121,9 @@ def _planned(llm: ScriptedLLM, text: str, *, language: str = "en", conversation:
     return PlanRecord.objects.get(turn=turn)
 
 
-def test_a_specific_question_the_knowledge_base_plainly_lacks_ends_no_answer_before_the_plan(before_plan):
+def test_a_specific_question_the_knowledge_base_plainly_lacks_ends_no_answer_before_the_plan(before_plan, admin_client):
+    from django.urls import reverse
+
     turn = turn_make(text=UNCOVERED)
     plan_stage_run(turn=turn)
     assert before_plan.chat_requests() == []  # no planning call
@@ -145,6 +147,9 @@ def test_a_specific_question_the_knowledge_base_plainly_lacks_ends_no_answer_bef
     record.refresh_from_db()
     assert record.context_synthetic.startswith("## Analysis") and record.model_action == ""
     assert [e.type for e in TurnEvent.objects.filter(turn=turn).order_by("seq")][-2:] == ["answer", "done"]
+    # Staff see the record without a plan, the rule that ended it and the coverage check's words.
+    page = admin_client.get(reverse("admin:sgr_planrecord_change", args=[record.pk])).content.decode()
+    assert "kb_not_covered_before_plan" in page and 'id="sd-coverage"' in page and "refund" in page
 
 
 def test_what_the_plan_could_change_is_planned_first(before_plan, settings):
