@@ -28,7 +28,7 @@ class GapGroup(BaseModel):
     count: int
     questions: list[str] = Field(description="Up to ten of the group's questions, most recent first.")
     languages: dict[str, int]
-    reasons: dict[str, int]  # kb_not_covered, answer_not_grounded, mostly_unsupported
+    reasons: dict[str, int]  # kb_not_covered(_before_plan), answer_not_grounded, mostly_unsupported
     searches: list[str] = Field(description="What the turns searched for (distinct, up to ten).")
     plan_record_ids: list[int]
     last_at: dt.datetime

@@ -153,8 +153,8 @@ def test_a_specific_question_the_knowledge_base_plainly_lacks_ends_no_answer_bef
 
 
 def test_what_the_plan_could_change_is_planned_first(before_plan, settings):
-    # Not a question (the plan may call it spam), a person asked for (the plan's handoff), a question in another
-    # language than the articles (the plan's sub-queries may translate it), a covered one: all planned.
+    # Not a question (the plan may call it spam), a person asked for (the plan's handoff), a question whose best
+    # article is in another language (the plan's sub-queries may translate it), a covered one: all planned.
     for text, language in [("I want a refund for my plane ticket booked through your site", "en"),
                            ("Can a person help me get a refund for my plane ticket?", "en"),
                            ("Можно ли вернуть деньги за авиабилет, купленный на вашем сайте?", "ru"),
