@@ -4,7 +4,7 @@
 With the local model the plan is ~7 s of generation, and a ``no_answer`` reply needs nothing of it. So before
 planning, the customer's message is searched alone (the first query the answer stage's prefetch would search;
 its vector is the guardian's, shared through ``retrieval.querycache``) and the coverage check
-(``retrieval.coverage``) decides on what that search found, only where its decision cannot depend on the plan:
+(``retrieval.coverage``) decides on what that search found, only where the plan could seldom change its decision:
 
 - the message is a specific question (``sgr.routing.specific_question``): DT-002 sends such a message to the
   coverage check whatever the plan's spam score or confidence;
@@ -21,8 +21,8 @@ its vector is the guardian's, shared through ``retrieval.querycache``) and the c
 
 Otherwise the plan runs, and the answer stage decides on the plan's searches as before. Those add articles, so
 a request refused here could have been covered by a sub-query's article holding its missing words, or by one in
-another language that a translated sub-query puts first: measured against the live runs in docs/benchmarks.md
-("coverage before the plan").
+another language that a translated sub-query puts first (a Russian question over the English manual whose best
+article is a Russian one): measured against the live runs in docs/benchmarks.md ("coverage before the plan").
 """
 
 from __future__ import annotations
