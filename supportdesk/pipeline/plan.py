@@ -196,6 +196,8 @@ def unplanned_no_answer(*, turn: Turn, record: PlanRecord, coverage: Coverage | 
         if owner in WITH_PERSON:
             stage_finish(turn=turn, status=Turn.Status.HUMAN, locked=True)
             return
+        # A copy reusing the record (turn recovery) keeps the check its first copy stored.
+        checked = coverage.model_dump() if coverage is not None else (turn.plan_result or {}).get("coverage")
         turn.plan_result = {"plan_record_id": record.pk, "plan_status": record.plan_status, "final_action": "no_answer",
-                            "coverage": coverage.model_dump() if coverage is not None else None}
+                            "coverage": checked}
         stage_status_set(turn=turn, status=Turn.Status.ANSWERING, also=("plan_result",))

@@ -134,6 +134,12 @@ def test_a_specific_question_the_knowledge_base_plainly_lacks_ends_no_answer_bef
     assert not TurnEvent.objects.filter(turn=turn, type="plan").exists()  # no understood request to show
     assert Turn.objects.get(pk=turn.pk).status == Turn.Status.ANSWERING
     assert turn.retrieval_traces.count() == 1  # the message's own search, one of the turn's traces
+    # A copy of the stage that stopped before moving the turn on (turn recovery) reuses the record: no plan now.
+    Turn.objects.filter(pk=turn.pk).update(status=Turn.Status.PLANNING)
+    plan_stage_run(turn=Turn.objects.select_related("conversation", "user_message").get(pk=turn.pk))
+    assert before_plan.chat_requests() == [] and PlanRecord.objects.filter(turn=turn).count() == 1
+    assert turn.retrieval_traces.count() == 1  # nor a second search
+    assert Turn.objects.get(pk=turn.pk).status == Turn.Status.ANSWERING
 
     answer_stage_run(turn=Turn.objects.select_related("conversation", "user_message").get(pk=turn.pk))
     assert before_plan.chat_requests() == []  # nor an answer call
@@ -149,7 +155,9 @@ def test_a_specific_question_the_knowledge_base_plainly_lacks_ends_no_answer_bef
     assert [e.type for e in TurnEvent.objects.filter(turn=turn).order_by("seq")][-2:] == ["answer", "done"]
     # Staff see the record without a plan, the rule that ended it and the coverage check's words.
     page = admin_client.get(reverse("admin:sgr_planrecord_change", args=[record.pk])).content.decode()
-    assert "kb_not_covered_before_plan" in page and 'id="sd-coverage"' in page and "refund" in page
+    checked = page.split('id="sd-coverage"')[1].split("</p>")[0]
+    assert "kb_not_covered_before_plan" in page and "not covered (terms" in checked and "refund" in checked.split(
+        "missing:")[1]
 
 
 def test_what_the_plan_could_change_is_planned_first(before_plan, settings):

@@ -63,7 +63,6 @@ def coverage_before_plan(*, turn_id: int, message: str, language: str, dense: fl
                       focus=settings.ANSWER_PREFETCH_FOCUS or None)
     if found.error:
         return None
-    texts = [text for text in found.found_texts or found.texts.values() if text.strip()]
-    coverage = coverage_assess(message=message, language=language, dense=dense, articles=texts,
-                               synonyms=synonym_stem_groups(language))
+    coverage = coverage_assess(message=message, language=language, dense=dense,
+                               articles=found.found_texts or found.texts.values(), synonyms=synonym_stem_groups(language))
     return coverage if not coverage.covered and coverage.rule in DECIDED_RULES else None
