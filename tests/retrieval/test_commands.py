@@ -116,12 +116,12 @@ def test_demo_setup_loads_the_demo_kb_idempotently(stub_embedder, settings, tmp_
     out = io.StringIO()
     call_command("demo_setup", stdout=out, stderr=io.StringIO())
     documents = Document.objects.all()
-    assert documents.count() == 16
+    assert documents.count() == 18  # nine articles, each in English and Russian
     assert set(documents.values_list("language", flat=True)) == {"en", "ru"}
-    assert "created 16" in out.getvalue()
+    assert "created 18" in out.getvalue()
     out = io.StringIO()
     call_command("demo_setup", stdout=out, stderr=io.StringIO())
-    assert "unchanged 16" in out.getvalue() and Document.objects.count() == 16
+    assert "unchanged 18" in out.getvalue() and Document.objects.count() == 18
 
 
 def test_demo_credentials_file_names_the_user_and_keeps_the_password(stub_embedder, settings, tmp_path):
