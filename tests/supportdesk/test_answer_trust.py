@@ -544,3 +544,12 @@ def test_a_genuine_question_the_planner_scored_as_spam_is_told_plainly_not_block
     assert (record.final_action, record.routing_rule) == ("no_answer", "kb_not_covered")
     assert trust.chat_requests() == []
     assert _event(Turn.objects.get(pk=turn.pk), "answer")["text"].startswith("Our help center has nothing on this")
+
+
+def test_a_setting_s_value_out_of_the_box_is_its_default():
+    from supportdesk.pipeline.answer.trust import names_valued
+
+    assert names_valued("What is vacuum_freeze_min_age set to out of the box?") == ["vacuum_freeze_min_age"]
+    assert names_valued("Какое значение у wal_keep_size из коробки?") == ["wal_keep_size"]
+    assert names_valued("Какое изначально стоит значение work_mem?") == ["work_mem"]
+    assert names_valued("How do I change vacuum_freeze_min_age for one table?") == []  # a how-to, no value asked

@@ -773,3 +773,24 @@ def test_a_value_pointing_back_to_the_question_restated_answers_it():
                     "админке [1].", "ru", question=question, a1=widget)
     assert [s.status for s in vague.sentences] == ["unsupported", "supported"]
     assert grounding_fails(vague, question=question, language="ru")
+
+
+def test_a_figure_from_an_article_that_never_names_the_asked_setting_is_not_its_value():
+    # The knowledge base lacks vacuum_failsafe_age's page; the model takes vacuum_cost_limit's 200, with the question's
+    # name in the previous sentence and "this setting" in its own.
+    cost = ("vacuum_cost_limit ( integer ): This is the accumulated cost that will cause the vacuuming process to "
+            "sleep. The default value is 200.")
+    answer = "Your config does not set vacuum_failsafe_age. By default this setting is 200 [1]."
+    question = "What is the default vacuum_failsafe_age? It is not in our config"
+    asked = _ground(answer, question=question, named=("vacuum_failsafe_age",), a1=cost)
+    assert [s.status for s in asked.sentences][-1] == "unsupported" and "200" not in asked.text
+    # Across languages too: the number is in the article, on no line naming the setting.
+    across = _ground("По умолчанию этот параметр равен 200 [1].", "ru", question="дефолт vacuum_failsafe_age?",
+                     named=("vacuum_failsafe_age",), a1=cost)
+    assert across.sentences[0].status != "unverified" and across.text == ""
+    # Without a setting asked about, the article's own figure still supports the sentence.
+    plain = _ground("The default vacuum cost limit is 200 [1].", question="default vacuum cost limit?", a1=cost)
+    assert plain.sentences[0].status == "supported"
+    own = _ground("vacuum_cost_limit is 200 by default [1].", question="default vacuum_cost_limit?",
+                  named=("vacuum_cost_limit",), a1=cost)
+    assert own.sentences[0].status == "supported"

@@ -286,12 +286,13 @@ class _Article:
 
     def names_figure(self, number: str, named: Sequence[str], *, same_language: bool = True) -> bool:
         """For a question asking a named setting's figure or default (``named``, its names): the number stands on a
-        line naming the setting, when this article names it, in any language (a name is the same in all). The model
-        may take a neighbouring line's number ("50 tuples", ``autovacuum_vacuum_threshold``'s default, for
-        ``autovacuum_naptime``; "1 GB", ``max_wal_size``'s, for ``wal_keep_size``)."""
+        line naming the setting, in any language (a name is the same in all). The model may take a neighbouring
+        line's number ("50 tuples", ``autovacuum_vacuum_threshold``'s default, for ``autovacuum_naptime``; "1 GB",
+        ``max_wal_size``'s, for ``wal_keep_size``), or one of an article that never names the setting ("200",
+        ``vacuum_cost_limit``'s, for ``vacuum_failsafe_age``, whose page the knowledge base does not have)."""
         held = [name for name in named if name_held(name, self.lowered)]
         if not held:
-            return True
+            return not named  # no setting asked: nothing to stand by
         needles = _needles(number, same_language=same_language)
         return any(_value_on(numbers, needles) and any(name_held(name, raw) for name in held)
                    and not defines_other(raw.split("\n", 1)[-1], held)

@@ -40,6 +40,7 @@ from supportdesk.pipeline.answer.grounding import (
 )
 from supportdesk.pipeline.answer.kb import KbResult, KbSource
 from supportdesk.pipeline.answer.relevance import answer_relevance, on_topic
+from supportdesk.pipeline.answer.yes_no import reply_dropped
 from supportdesk.pipeline.plan import verdict_read
 
 QUOTE_MIN_TERMS = 2  # a quoted line shares at least this many content words with the question
@@ -47,7 +48,9 @@ TOPIC_MIN_TERMS = 2  # a question with fewer content words is not compared with 
 # A sentence that begins by pointing back and states a value ("Это можно сделать с помощью атрибута `data-open`") after
 # one that only restates the question ("Да, можно сделать, чтобы панель открывалась сразу") answers the question.
 ANAPHOR = re.compile(r"^(?:this|that|it|these|those|to do (?:this|so)|это|этого|для этого|так)\b", re.IGNORECASE)
-ASKS_DEFAULT = re.compile(r"\bdefaults?\b|по умолчанию|\bдефолт", re.IGNORECASE)  # a setting's value when nobody set it
+# A setting's value when nobody set it ("the default", "out of the box", "из коробки", "изначально").
+ASKS_DEFAULT = re.compile(r"\bdefaults?\b|\bout[- ]of[- ]the[- ]box\b|\binitial value\b|по умолчанию|\bдефолт|из коробки"
+                          r"|\bизначальн\w*|\bстандартн\w* значени", re.IGNORECASE)
 
 
 def answer_coverage(*, turn: Turn, record: PlanRecord | None, prefetched: KbResult | None) -> Coverage | None:
@@ -122,8 +125,9 @@ def grounding_fails(grounding: Grounding, *, question: str, language: str) -> bo
     supported sentence shares a content word with the customer's (an article copied whole, "This is in the
     article [1]" after its wrong value was dropped; a value pointing back to the question restated, "Это можно
     сделать с помощью атрибута `data-open`", shares the question's), or a question for a figure gets no shown sentence that
-    states one (``amounts``: "How long are plan records kept?" answered with where staff find them), or a question
-    for a named setting's default whose every stated figure was dropped.
+    states one (``amounts``: "How long are plan records kept?" answered with where staff find them), a question
+    for a named setting's default whose every stated figure was dropped, or a yes-or-no question whose direct
+    reply was (``yes_no``: "Can the button sit bottom-left?" answered by the widget's other attributes).
     Sentences in another language than the question's are not compared (words cannot be). An answer in another
     language than every article it got is shown only when it states a value one of them holds: sentences without
     one cannot be checked at all ("Спасибо за информацию [1]" over an English page)."""
@@ -133,6 +137,9 @@ def grounding_fails(grounding: Grounding, *, question: str, language: str) -> bo
     stating = grounding_stating(grounding)
     if not stating:
         return True  # nothing that states anything: "Hope this helps!", the question asked back
+    dropped = reply_dropped(grounding.sentences, question=question)
+    if dropped is not None and not _reply_carried(grounding.sentences, dropped):
+        return True  # "Can the button sit bottom-left?": its invented "yes" dropped, the widget's other lines kept
     asked, language = term_stems(question), language_detect(question, default=language)
     prose = [text for text in (prose_of(s.text) for s in stating) if term_stems(text)]  # "shared_buffers = 128MB": none
     if prose and not any(language_detect(text, default=language) == language for text in prose):
@@ -158,6 +165,13 @@ def grounding_fails(grounding: Grounding, *, question: str, language: str) -> bo
     return not any(id(s) in shown and figure_answers(s.text, before=before, question=question, asked=asked,
                                                      language=language)
                    for s, before in zip(grounding.sentences, befores, strict=False))
+
+
+def _reply_carried(sentences: list[SentenceGrounding], index: int) -> bool:
+    """The dropped reply's next sentence points back to it and states a supported value ("Да, можно … Это можно
+    сделать с помощью атрибута `data-open`"): the reply, restating the question, is carried by it."""
+    after = sentences[index + 1] if index + 1 < len(sentences) else None
+    return after is not None and after.status == "supported" and bool(after.values) and bool(ANAPHOR.match(after.text))
 
 
 def _restated(sentence: SentenceGrounding, *, before: str, asked: set[str]) -> set[str]:
