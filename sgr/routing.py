@@ -63,14 +63,20 @@ _QUESTION_START = re.compile(
     r"shall|may|might|have|has|is there|are there|как|что|чем|где|куда|откуда|когда|почему|зачем|кто|какой|какая|"
     r"какое|какие|каким|какую|сколько|можно|нужно|есть ли|ли)\b", re.IGNORECASE)
 _ASKS = re.compile(r"\?+(?:\s|$)")  # a sentence that ends asking
+# A customer asking where or how to do something in the middle of a sentence, with no question mark ("Need to update
+# the card on our subscription, where do I do that", "Хочу сменить тариф, подскажите где это сделать").
+_ASKS_INSIDE = re.compile(
+    r"\b(?:where|how|what|who|which|when)\s+(?:do|can|should|could|would|will)\s+(?:i|we)\b"
+    r"|\bподскажите\b|(?:^|[\s,.;:—-])(?:где|как)\s+(?:мне|нам)\b|(?:^|[\s,.;:—-])где\s+(?:можно|это)\b", re.IGNORECASE)
 
 
 def message_is_question(text: str) -> bool:
     """A question (it asks something), as opposed to an advert, gibberish or an instruction: one of its sentences
-    ends with a question mark ("maintenance_work_mem по дефолту сколько? хотим ускорить индексы"), or it starts
-    as a question does."""
+    ends with a question mark ("maintenance_work_mem по дефолту сколько? хотим ускорить индексы"), it starts
+    as a question does, or it asks where or how to do something on the way ("…, where do I do that")."""
     text = text.strip()
-    return bool(_ASKS.search(text)) or bool(_QUESTION_START.match(text)) or " ли " in f" {text.lower()} "
+    return bool(_ASKS.search(text)) or bool(_QUESTION_START.match(text)) or " ли " in f" {text.lower()} " \
+        or bool(_ASKS_INSIDE.search(text))
 
 
 def _question_excused(message: str) -> bool:

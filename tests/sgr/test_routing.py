@@ -76,6 +76,10 @@ def test_misconfigured_sgr_settings_fail_the_system_checks(settings):
     ("Как оплатить подписку по счёту от юрлица", "normal", "question_to_coverage"),
     ("maintenance_work_mem по дефолту сколько? хотим ускорить создание индексов", "normal", "question_to_coverage"),
     ("whats the syntax for range partitioning of an events table by month", "normal", "question_to_coverage"),
+    # Asking where or how on the way, with no question mark.
+    ("Need to update the credit card on our subscription, where do I do that", "normal", "question_to_coverage"),
+    ("Хочу сменить тариф на годовой, подскажите где это сделать", "normal", "question_to_coverage"),
+    ("Купите окна как можно скорее, скидки до 50% только сегодня", "block", "spam_score"),  # "как можно": no question
     ("Want to earn 500$ a day from home? Click the link in my profile", "normal", "question_to_coverage"),  # spam let on:
     # its searches end it no_answer; blocking one real question costs more (the product rule)
     ("Buy cheap watches now!!! 90% discount in my shop, click the link", "block", "spam_score"),
