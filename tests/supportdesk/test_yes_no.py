@@ -23,6 +23,7 @@ WIDGET = ("Embedding the widget\n"
     ("Подскажите, поддерживает ли виджет тёмную тему?", True),
     ("Есть готовая интеграция с CRM, чтобы обращения падали туда?", True),  # Russian asks yes or no without "ли"
     ("Нужно провакуумить только саму таблицу. У VACUUM есть такая опция?", True),
+    ("We run staging and prod servers. Can the script on staging.ourshop.com point at the staging backend?", True),
     ("How do I embed the widget?", False),
     ("Can you tell me how to embed the widget?", False),  # a how-to asked politely
     ("What is the default max_connections?", False),
@@ -59,6 +60,10 @@ def test_a_supported_reply_or_a_how_to_question_keeps_the_answer():
     # An opener is no reply: the first sentence that restates the question or says yes or no is.
     opened = _grounded(f"Sure, happy to help. {answer}", question)
     assert opened.sentences[direct_reply(opened.sentences, question=question)].text.startswith("Yes")
+    # A bare "yes" claims nothing: the sentence after it is the reply.
+    bare = _grounded("Yes, that is expected. " + answer.split(": ", 1)[1], question)
+    assert bare.sentences[0].status == "unsupported" and direct_reply(bare.sentences, question=question) == 1
+    assert not grounding_fails(bare, question=question, language="en")
     # The same dropped sentence in the answer to a how-to question: the rest answers it.
     how = "How do I change how the widget looks? I want it dark."
     dropped = _grounded('You can move the widget with `data-position="bottom-left"` [1]. ' + answer.split(": ", 1)[1], how)

@@ -15,8 +15,8 @@ import re
 from collections.abc import Sequence
 
 from retrieval.terms import term_stems
-from supportdesk.pipeline.answer.amounts import LEAD, SENTENCE
-from supportdesk.pipeline.answer.grounding import SentenceGrounding
+from supportdesk.pipeline.answer.amounts import LEAD
+from supportdesk.pipeline.answer.grounding import SENTENCE_END, SentenceGrounding
 
 # How a yes-or-no question starts, English and Russian ("Is there…", "Can we…", "Есть ли…", "Можно ли…").
 YES_NO_START = re.compile(
@@ -41,7 +41,8 @@ REPLY_MIN_TERMS = 2  # a sentence restating this many of the question's words re
 
 def asks_yes_no(question: str) -> bool:
     """Whether the question's first asking sentence (the first ending with "?", else the first) asks yes or no."""
-    sentences = [s.strip(" \t,:;-—\"«") for s in SENTENCE.findall(question) if s.strip()]
+    # Sentences end at ".", "?" or "!" before a space or the end: "staging.ourshop.com" is not three.
+    sentences = [s.strip(" \t,:;-—\"«") for s in SENTENCE_END.split(question.strip()) if s.strip()]
     asking = [s for s in sentences if s.endswith("?")] or sentences
     if not asking:
         return False
@@ -52,14 +53,16 @@ def asks_yes_no(question: str) -> bool:
 
 
 def direct_reply(sentences: Sequence[SentenceGrounding], *, question: str) -> int | None:
-    """The index of the answer's first sentence that replies to the question: it says yes or no, or restates the
-    question (``REPLY_MIN_TERMS`` of its words); echoes, questions and openers ("Конечно, вот ответ на ваш вопрос")
-    are skipped. ``None`` when no sentence does."""
+    """The index of the answer's first sentence that replies to the question with a claim: it restates the question
+    (``REPLY_MIN_TERMS`` of its words), or says yes or no with as many content words of its own. Echoes, questions,
+    openers ("Конечно, вот ответ на ваш вопрос") and a bare "Yes, that is expected." (the claim is in the sentences
+    after it) are skipped. ``None`` when no sentence does."""
     asked = term_stems(question)
     for index, sentence in enumerate(sentences):
         if sentence.status in ("echo", "neutral"):
             continue
-        if YES_NO_REPLY.match(sentence.text) or len(term_stems(sentence.text) & asked) >= REPLY_MIN_TERMS:
+        stems = term_stems(sentence.text)
+        if len(stems & asked) >= REPLY_MIN_TERMS or (YES_NO_REPLY.match(sentence.text) and len(stems) >= REPLY_MIN_TERMS):
             return index
     return None
 
