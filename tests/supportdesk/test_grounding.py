@@ -573,7 +573,10 @@ def test_only_a_question_that_asks_for_a_figure_and_nothing_else_needs_one():
     for question in ("How many requests per minute can one key make?", "what's the max file size for an upload?",
                      "Is there a hard maximum number of columns a table can have?", "And how long is it kept?",
                      "Сколько живёт токен?", "Подскажите, какой максимальный размер PDF?",
-                     "Через какое время чат начнётся заново?", "Есть ли лимит на число ключей?"):
+                     "Через какое время чат начнётся заново?", "Есть ли лимит на число ключей?",
+                     # A dot inside a name or a number does not end the sentence.
+                     "How long does the widget on staging.ourshop.com keep its token?",
+                     "How many connections can a 1.5 GB server take?"):
         assert asks_amount(question), question
     for question in ("How do I raise the limit?", "I need to count how many turns were blocked. Where is the data?",
                      "Аналитику нужно посчитать, сколько обращений заблокировано. Где брать данные?",

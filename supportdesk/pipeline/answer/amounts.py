@@ -35,7 +35,9 @@ ASKS_AMOUNT = re.compile(
 # Words a question's sentence may start with before what it asks ("And how long…", "Подскажите, сколько…").
 LEAD = re.compile(r"^(?:(?:and|also|so|but|then|ok(?:ay)?|please|tell me|and also|и|а|но|также|тогда|ещё|еще|скажите"
                   r"|подскажите|пожалуйста|и ещё|и еще)\b[\s,]*)+", re.IGNORECASE)
-SENTENCE = re.compile(r"[^.?!\n]+[.?!]*")
+# A question's sentences end at ".", "?", "!" or "…" before a space, or at a line break: "staging.ourshop.com" and
+# "1.5 GB" are not split.
+SENTENCE_END = re.compile(r"(?<=[.?!…])\s+|\s*\n+\s*")
 # Number words that state an amount ("ten business days", "двадцать минут", "одна запись на ход").
 NUMBER_WORD = re.compile(
     r"\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty|fifty|sixty"
@@ -51,9 +53,16 @@ def asks_amount(question: str) -> bool:
     sentences that asks (every sentence, when none ends with "?") asks for one from its start ("Сколько живёт
     токен?"), not "I need to count how many turns were blocked: where is the data?", nor "How do I add a rule?
     And how long until it applies?"."""
-    sentences = [s.strip(" \t,:;-—\"«") for s in SENTENCE.findall(question)]
-    asking = [s for s in sentences if s.endswith("?")] or sentences
-    return bool(asking) and all(ASKS_AMOUNT.match(LEAD.sub("", s)) for s in asking)
+    asking = asking_sentences(question)
+    return bool(asking) and all(ASKS_AMOUNT.match(s) for s in asking)
+
+
+def asking_sentences(question: str) -> list[str]:
+    """The question's sentences that ask (those ending with "?"; every sentence when none does), each without the
+    words it may start with before what it asks (:data:`LEAD`)."""
+    sentences = [s.strip(" \t,:;-—\"«") for s in SENTENCE_END.split(question.strip())]
+    sentences = [s for s in sentences if s]
+    return [LEAD.sub("", s) for s in ([s for s in sentences if s.endswith("?")] or sentences)]
 
 
 # A number that names a part of the document ("the limits described in Table 8.2", "see Section 19.4", "Таблица K.1"):

@@ -15,8 +15,8 @@ import re
 from collections.abc import Sequence
 
 from retrieval.terms import term_stems
-from supportdesk.pipeline.answer.amounts import LEAD
-from supportdesk.pipeline.answer.grounding import SENTENCE_END, SentenceGrounding
+from supportdesk.pipeline.answer.amounts import LEAD, asking_sentences
+from supportdesk.pipeline.answer.grounding import SentenceGrounding
 
 # How a yes-or-no question starts, English and Russian ("Is there…", "Can we…", "Есть ли…", "Можно ли…").
 YES_NO_START = re.compile(
@@ -41,9 +41,7 @@ REPLY_MIN_TERMS = 2  # a sentence restating this many of the question's words re
 
 def asks_yes_no(question: str) -> bool:
     """Whether the question's first asking sentence (the first ending with "?", else the first) asks yes or no."""
-    # Sentences end at ".", "?" or "!" before a space or the end: "staging.ourshop.com" is not three.
-    sentences = [s.strip(" \t,:;-—\"«") for s in SENTENCE_END.split(question.strip()) if s.strip()]
-    asking = [s for s in sentences if s.endswith("?")] or sentences
+    asking = asking_sentences(question)
     if not asking:
         return False
     first = LEAD.sub("", PREFACE.sub("", asking[0]))
